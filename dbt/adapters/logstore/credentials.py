@@ -1,0 +1,34 @@
+"""Profile fields: everything dbt-spark has, plus Kafka defaults and a local session directory."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+from dbt.adapters.spark.connections import SparkCredentials
+
+
+@dataclass
+class LogstoreCredentials(SparkCredentials):
+    # Default Kafka servers for models that log and do not set kafka.bootstrap.servers.
+    kafka_bootstrap_servers: Optional[str] = None
+    # Kafka client properties (security.protocol, sasl.*, ssl.*). May hold secrets: never
+    # listed by `dbt debug`, never stored with a table.
+    kafka_properties: Dict[str, str] = field(default_factory=dict)
+    # session method: where the local warehouse and Derby metastore live
+    # (default: <project>/<target-path>/logstore_spark).
+    session_dir: Optional[str] = None
+
+    @classmethod
+    def __pre_deserialize__(cls, data: Any) -> Any:
+        data = super().__pre_deserialize__(data)
+        # A local session needs no host; dbt-spark insists on one, so give it a placeholder.
+        if data.get("method") == "session" and not data.get("host"):
+            data["host"] = "localhost"
+        return data
+
+    @property
+    def type(self) -> str:
+        return "logstore"
+
+    def _connection_keys(self) -> Tuple[str, ...]:
+        return super()._connection_keys() + ("method", "kafka_bootstrap_servers", "session_dir")

@@ -1,0 +1,86 @@
+"""Record encoding: how a table row becomes the key and value of a log record.
+
+Row images are rendered to JSON by Spark itself (`to_json`), so every Spark type has one
+documented rule and no row is converted value by value in Python:
+
+- null -> JSON null (null fields are kept, never dropped);
+- decimal -> JSON number with the exact digits of the value (no float rounding);
+- date -> "yyyy-MM-dd"; timestamp -> ISO-8601 with microseconds and the session zone offset
+  ("2024-05-01T10:00:00.000000Z" when the session zone is UTC); timestamp_ntz -> without offset;
+- binary -> base64 string; arrays, maps, structs -> JSON arrays/objects; strings as UTF-8.
+
+The value is a Debezium-style envelope `{"before", "after", "op", "ts_ms", "source"}` assembled
+here from the already-encoded images; the key is a JSON object of the `unique_key` columns.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+from dbt.adapters.logstore.__version__ import version
+
+OP_INSERT = "c"
+OP_UPDATE = "u"
+OP_DELETE = "d"
+OPS = (OP_INSERT, OP_UPDATE, OP_DELETE)
+
+# Options of Spark's to_json; the rules in the module docstring follow from these.
+JSON_OPTIONS = {
+    "ignoreNullFields": "false",
+    "dateFormat": "yyyy-MM-dd",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def json_struct_sql(fields: Sequence[Tuple[str, str]]) -> str:
+    """Spark SQL rendering (name, SQL expression) pairs as one JSON object, in that order."""
+    options = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in JSON_OPTIONS.items())
+    pairs = ", ".join(f"{sql_string(name)}, {expr}" for name, expr in fields)
+    return f"to_json(named_struct({pairs}), map({options}))"
+
+
+def json_object_sql(columns: Sequence[str], alias: Optional[str] = None) -> str:
+    """Spark SQL rendering the given columns as one JSON object (field order = column order)."""
+    prefix = f"{alias}." if alias else ""
+    return json_struct_sql([(c, prefix + quote_identifier(c)) for c in columns])
+
+
+@dataclass(frozen=True)
+class EnvelopeWriter:
+    """Builds record values for one commit; the shared parts are encoded once per commit."""
+
+    schema: str
+    table: str
+    ts_ms: int
+
+    def __post_init__(self) -> None:
+        source = json.dumps(
+            {"connector": "dbt-logstore", "version": version, "db": self.schema,
+             "table": self.table, "ts_ms": self.ts_ms},
+            separators=(",", ":"),
+        )
+        object.__setattr__(self, "_tail", f',"ts_ms":{self.ts_ms},"source":{source}}}'.encode())
+
+    def value(self, op: str, before: Optional[str], after: Optional[str]) -> bytes:
+        """The envelope for one change; `before`/`after` are JSON images or None."""
+        if op not in OPS:
+            raise ValueError(f"unknown change op {op!r}")
+        return b"".join((
+            b'{"before":', (before or "null").encode(),
+            b',"after":', (after or "null").encode(),
+            b',"op":"', op.encode(), b'"', self._tail,  # type: ignore[attr-defined]
+        ))
+
+
+def key_bytes(key_json: Optional[str]) -> Optional[bytes]:
+    return None if key_json is None else key_json.encode()

@@ -1,0 +1,170 @@
+"""The adapter: dbt-spark's, plus thin `@available` methods the logstore macros call.
+
+Each method turns Jinja's loose values into typed objects and hands off to plain Python:
+config resolution (`log_config`), change computation (`changes`), the commit protocol
+(`commit_protocol`) and the log system (`log_system`, `kafka_log`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+from dbt.adapters.base import available
+from dbt.adapters.contracts.connection import AdapterResponse
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.spark.impl import SparkAdapter
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore import changes, commit_protocol
+from dbt.adapters.logstore.connections import LogstoreConnectionManager
+from dbt.adapters.logstore.log_config import LogConfig, ModelRef, resolve_log_config
+from dbt.adapters.logstore.row_source import iter_query_rows
+
+logger = AdapterLogger("logstore")
+
+
+@dataclass
+class LogstoreAdapterResponse(AdapterResponse):
+    """dbt-spark's response plus what the log received (shown in run_results.json)."""
+
+    rows_mirrored: Optional[int] = None
+    topic: Optional[str] = None
+    log_offsets: Optional[Dict[str, List[int]]] = None
+
+
+def _as_dict(value: Any) -> Dict[str, Any]:
+    """Node configs reach us as dicts at run time and as config objects at parse time."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    if hasattr(value, "to_dict"):
+        return value.to_dict(omit_none=True)
+    return dict(value)
+
+
+def _get(node: Any, key: str, default: Any = None) -> Any:
+    if isinstance(node, Mapping):
+        return node.get(key, default)
+    return getattr(node, key, default)
+
+
+class LogstoreAdapter(SparkAdapter):
+    ConnectionManager = LogstoreConnectionManager  # type: ignore[assignment]
+
+    @classmethod
+    def type(cls) -> str:
+        return "logstore"
+
+    # --- config resolution -------------------------------------------------------------
+
+    @available
+    def logstore_config(self, node: Any) -> LogConfig:
+        """The validated log options of a model (raises a clear error on bad input)."""
+        raw = _as_dict(_get(node, "config"))
+        ref = ModelRef(
+            name=str(_get(node, "name")),
+            schema=str(_get(node, "schema")),
+            alias=str(_get(node, "alias") or _get(node, "name")),
+            materialized=str(raw.get("materialized")),
+            incremental_strategy=raw.get("incremental_strategy"),
+            language=str(_get(node, "language") or "sql"),
+        )
+        creds = self.config.credentials
+        return resolve_log_config(
+            ref, raw,
+            profile_bootstrap_servers=getattr(creds, "kafka_bootstrap_servers", None),
+            profile_properties=getattr(creds, "kafka_properties", None),
+        )
+
+    @available
+    def logstore_validate_node(self, node: Any) -> str:
+        """Parse-time check of every node (called while dbt names its schema)."""
+        if node is not None and _get(node, "config") is not None:
+            self.logstore_config(node)
+        return ""
+
+    # --- before the table changes --------------------------------------------------------
+
+    @available.parse_none
+    def logstore_prepare(self, log: LogConfig) -> None:
+        commit_protocol.prepare_log(log)
+
+    @available.parse_none
+    def logstore_change_sql(
+        self, log: LogConfig, new_relation: Any, old_relation: Any = None,
+        partition_by: Any = None,
+    ) -> str:
+        """SQL of the change set from `old_relation` (None: no old rows) to `new_relation`."""
+        new = changes.ChangeInput(str(new_relation), self._column_names(new_relation))
+        old = None
+        if old_relation is not None:
+            old = changes.ChangeInput(str(old_relation), self._column_names(old_relation))
+        if isinstance(partition_by, str):
+            partition_by = [partition_by]
+        return changes.change_set_sql(new, old, log.unique_key, tuple(partition_by or ()))
+
+    @available.parse_none
+    def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None:
+        """A keyed log needs one row per key: fail before the commit if the new rows repeat a
+        key, or (append) bring a key the table already has."""
+        if not log.keyed:
+            return
+        checks = [changes.duplicate_keys_sql(str(relation), log.unique_key)]
+        if appended_to is not None:
+            checks.append(changes.existing_keys_sql(str(relation), str(appended_to), log.unique_key))
+        for sql in checks:
+            _, table = self.execute(sql, fetch=True)
+            if len(table.rows):
+                examples = "; ".join(str(row[0]) for row in table.rows)
+                raise DbtRuntimeError(
+                    f"Model '{log.model}': config 'unique_key' = {list(log.unique_key)} would not "
+                    f"be unique in the table (repeated keys, e.g. {examples}). A logged model with "
+                    f"a unique_key needs exactly one row per key. Nothing was changed."
+                )
+
+    # --- after the table commit -----------------------------------------------------------
+
+    @available.parse_none
+    def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any) -> LogstoreAdapterResponse:
+        """Stream the committed change set from Spark into the log."""
+        columns = ", ".join(changes.CHANGE_COLUMNS)
+        handle = self.connections.get_thread_connection().handle
+        rows = iter_query_rows(handle, f"select {columns} from {changes_relation}")
+        table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
+        result = commit_protocol.write_change_set(
+            log, table, rows,
+            progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
+        )
+        logger.debug(f"{log.model}: mirrored {result.describe()}")
+        return LogstoreAdapterResponse(
+            _message=f"OK, mirrored {result.describe()}",
+            rows_mirrored=result.records,
+            topic=result.topic,
+            log_offsets={str(p): list(r) for p, r in sorted(result.offsets.items())},
+        )
+
+    @available.parse_none
+    def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any) -> Optional[str]:
+        """The id of a change set a failed run committed but did not finish logging, if any."""
+        changes_props = self._table_properties(changes_relation)
+        table_props = self._table_properties(target_relation) if target_relation else {}
+        if commit_protocol.recovery_action(changes_props, table_props) == "mirror":
+            return changes_props[commit_protocol.CHANGESET_ID]
+        return None
+
+    @available
+    def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None) -> Dict[str, str]:
+        props = log.table_properties()
+        if changeset_id:
+            props[commit_protocol.COMMITTED] = changeset_id
+        return props
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _column_names(self, relation: Any) -> List[str]:
+        return [c.name for c in self.get_columns_in_relation(relation)]
+
+    def _table_properties(self, relation: Any) -> Dict[str, str]:
+        _, table = self.execute(f"show tblproperties {relation}", fetch=True)
+        return commit_protocol.parse_properties(table.rows)

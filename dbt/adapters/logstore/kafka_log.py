@@ -1,0 +1,204 @@
+"""The Kafka writer: topic management and one producer (transaction) per table commit."""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
+
+# Throughput over latency: a commit is written in one burst, so batch generously.
+PRODUCER_DEFAULTS: Dict[str, Any] = {
+    "acks": "all",
+    "linger_ms": 20,
+    "batch_size": 512 * 1024,
+    "max_block_ms": 30000,
+    "request_timeout_ms": 30000,
+    # Fail fast when no broker answers (kafka-python otherwise tries for 30 s).
+    "bootstrap_timeout_ms": 10000,
+}
+ADMIN_DEFAULTS: Dict[str, Any] = {"request_timeout_ms": 15000, "bootstrap_timeout_ms": 10000}
+
+
+def client_config(log: LogConfig, defaults: Mapping[str, Any]) -> Dict[str, Any]:
+    """kafka-python settings from the profile's Java-style client properties.
+
+    `security.protocol` becomes `security_protocol`, and so on; a property kafka-python does
+    not know is an error naming it (instead of being silently ignored).
+    """
+    from kafka import KafkaProducer
+
+    known = KafkaProducer.DEFAULT_CONFIG
+    config: Dict[str, Any] = dict(defaults)
+    for raw_key, raw_value in log.client_properties.items():
+        key = str(raw_key).replace(".", "_").replace("-", "_")
+        if key not in known:
+            raise LogConfigError(
+                f"Model '{log.model}': Kafka client property '{raw_key}' (profile "
+                f"'kafka_properties') is not supported by kafka-python. Allowed: the settings of "
+                f"kafka.KafkaProducer, such as security.protocol, sasl.mechanism, "
+                f"sasl.plain.username, sasl.plain.password, ssl.cafile."
+            )
+        config[key] = _coerce(raw_value, known[key])
+    config["bootstrap_servers"] = [s.strip() for s in str(log.bootstrap_servers).split(",")]
+    config["client_id"] = "dbt-logstore"
+    return config
+
+
+def _coerce(value: Any, default: Any) -> Any:
+    """Profile values arrive as strings; give kafka-python the type its default has."""
+    if isinstance(value, str) and isinstance(default, bool):
+        return value.strip().lower() in ("1", "true", "yes")
+    if isinstance(value, str) and isinstance(default, int):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
+def partition_for(data: bytes, partitions: "list[int]") -> int:
+    """Kafka's default partitioner: murmur2 of the bytes, as the Java client computes it."""
+    from kafka.partitioner.default import murmur2
+
+    return partitions[(murmur2(data) & 0x7FFFFFFF) % len(partitions)]
+
+
+def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
+    return DbtRuntimeError(
+        f"Model '{log.model}': the Kafka log at '{log.bootstrap_servers}' (config "
+        f"'kafka.bootstrap.servers') is not usable: {type(exc).__name__}: {exc}. "
+        f"Nothing was changed."
+    )
+
+
+class KafkaLogSystem(LogSystem):
+    name = "kafka"
+
+    def prepare(self, log: LogConfig) -> None:
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+        admin_keys = KafkaAdminClient.DEFAULT_CONFIG
+        config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in admin_keys}
+        try:
+            admin = KafkaAdminClient(**config)
+        except KafkaError as exc:
+            raise _unreachable(log, exc) from exc
+        try:
+            existing = self._partition_count(admin, str(log.topic))
+            if existing is None:
+                try:
+                    admin.create_topics(
+                        [NewTopic(str(log.topic), log.partitions, log.replication)]
+                    )
+                except TopicAlreadyExistsError:  # created concurrently: fine
+                    existing = self._partition_count(admin, str(log.topic))
+            if existing is not None and existing < log.partitions:
+                raise LogConfigError(
+                    f"Model '{log.model}': topic '{log.topic}' has {existing} partitions but "
+                    f"'log.system.partitions' is {log.partitions}. Allowed: at most the topic's "
+                    f"partition count (growing a topic would move keys between partitions)."
+                )
+        except KafkaError as exc:
+            raise _unreachable(log, exc) from exc
+        finally:
+            admin.close()
+
+    @staticmethod
+    def _partition_count(admin: Any, topic: str) -> Optional[int]:
+        if topic not in admin.list_topics():
+            return None
+        (description,) = admin.describe_topics([topic])
+        return len(description["partitions"])
+
+    def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
+        return KafkaLogWriter(log, writer_id)
+
+
+class KafkaLogWriter(LogWriter):
+    """One producer per commit. Transactional logs use the table's transactional id, so a
+    writer of an older, crashed run of the same table is fenced by the broker."""
+
+    def __init__(self, log: LogConfig, writer_id: str) -> None:
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        self._log = log
+        config = client_config(log, PRODUCER_DEFAULTS)
+        config["enable_idempotence"] = True
+        if log.transactional:
+            config["transactional_id"] = f"dbt-logstore.{writer_id}"
+        try:
+            self._producer = KafkaProducer(**config)
+            if log.transactional:
+                self._producer.init_transactions()
+                self._producer.begin_transaction()
+            partitions = self._producer.partitions_for(str(log.topic))
+        except KafkaError as exc:
+            raise _unreachable(log, exc) from exc
+        self._partitions = sorted(partitions or [0])
+        self._result = WriteResult(topic=str(log.topic))
+        self._error: Optional[BaseException] = None
+
+    def _on_success(self, metadata: Any) -> None:
+        self._result.acknowledge(metadata.partition, metadata.offset)
+
+    def _on_error(self, exc: BaseException) -> None:
+        self._error = self._error or exc
+
+    def send(self, key: Optional[bytes], value: bytes, route: bytes) -> None:
+        from kafka.errors import KafkaError
+
+        if self._error is not None:
+            raise self._failure(self._error)
+        # Keyed records use Kafka's default partitioner on the key bytes (murmur2, as every
+        # other producer); keyless records are placed by the same hash of the row image, so
+        # the insert and a later delete of equal rows stay in order.
+        partition = None
+        if key is None:
+            partition = partition_for(route, self._partitions)
+        try:
+            future = self._producer.send(str(self._log.topic), value=value, key=key,
+                                         partition=partition)
+        except KafkaError as exc:
+            raise self._failure(exc, key) from exc
+        future.add_callback(self._on_success)
+        future.add_errback(self._on_error)
+        self._result.records += 1
+
+    def commit(self) -> WriteResult:
+        from kafka.errors import KafkaError
+
+        # On failure the caller calls abort(), which also releases the producer.
+        try:
+            self._producer.flush()
+            if self._error is not None:
+                raise self._failure(self._error)
+            if self._log.transactional:
+                self._producer.commit_transaction()
+        except KafkaError as exc:
+            raise self._failure(exc) from exc
+        self._producer.close()
+        return self._result
+
+    def abort(self) -> None:
+        try:
+            if self._log.transactional:
+                self._producer.abort_transaction()
+        except Exception:  # the broker may be gone: the transaction times out on its own
+            pass
+        finally:
+            self._producer.close(timeout=5)
+
+    def _failure(self, exc: BaseException, key: Optional[bytes] = None) -> DbtRuntimeError:
+        where = f" (record key {key.decode(errors='replace')})" if key is not None else ""
+        return DbtRuntimeError(
+            f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
+            f"{where}: {type(exc).__name__}: {exc}"
+        )
+
+
+register(KafkaLogSystem.name, KafkaLogSystem)

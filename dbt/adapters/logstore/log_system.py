@@ -1,0 +1,72 @@
+"""The pluggable log-system interface. Kafka is the implementation; others plug in by name."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+from dbt.adapters.logstore.log_config import LogConfig
+
+
+@dataclass
+class WriteResult:
+    """What one commit wrote: record count and, per partition, [first offset, next offset)."""
+
+    topic: str
+    records: int = 0
+    offsets: Dict[int, "tuple[int, int]"] = field(default_factory=dict)
+
+    def acknowledge(self, partition: int, offset: int) -> None:
+        first, nxt = self.offsets.get(partition, (offset, offset + 1))
+        self.offsets[partition] = (min(first, offset), max(nxt, offset + 1))
+
+    def describe(self) -> str:
+        ranges = ", ".join(f"p{p}:{a}-{b - 1}" for p, (a, b) in sorted(self.offsets.items()))
+        return f"{self.records} records to {self.topic}" + (f" ({ranges})" if ranges else "")
+
+
+class LogWriter(ABC):
+    """Writes the records of one table commit; nothing is visible before `commit` in
+    transactional mode."""
+
+    @abstractmethod
+    def send(self, key: Optional[bytes], value: bytes, route: bytes) -> None:
+        """Queue one record. `route` places keyless records: equal rows share a partition."""
+
+    @abstractmethod
+    def commit(self) -> WriteResult:
+        """Make every queued record durable (and visible, for transactional logs)."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Discard the records of this commit where the log supports it; always release."""
+
+
+class LogSystem(ABC):
+    name: str
+
+    @abstractmethod
+    def prepare(self, log: LogConfig) -> None:
+        """Check the log is reachable and its topic exists (creating it), before the table changes."""
+
+    @abstractmethod
+    def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
+        """A writer for one commit; `writer_id` identifies the table (fences older writers)."""
+
+
+_REGISTRY: Dict[str, Callable[[], LogSystem]] = {}
+
+
+def register(name: str, factory: Callable[[], LogSystem]) -> None:
+    _REGISTRY[name] = factory
+
+
+def get_log_system(name: str) -> LogSystem:
+    if name not in _REGISTRY:
+        # Import for its registration side effect; keeps kafka-python off the import path
+        # of models without a log.
+        from dbt.adapters.logstore import kafka_log  # noqa: F401
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise ValueError(f"unknown log system {name!r}; known: {', '.join(sorted(_REGISTRY))}")

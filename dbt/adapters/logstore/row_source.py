@@ -1,0 +1,35 @@
+"""Streaming a query's rows out of Spark without holding the result in the driver.
+
+Session method: Spark's `toLocalIterator` hands the driver one partition at a time.
+Thrift method: the cursor is read in batches with `fetchmany`.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Tuple
+
+BATCH_SIZE = 10_000
+
+
+def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iterator[Tuple[Any, ...]]:
+    """Yield the rows of `sql` as tuples. `handle` is the open dbt-spark connection handle."""
+    from dbt.adapters.spark.session import SessionConnectionWrapper
+
+    if isinstance(handle, SessionConnectionWrapper):
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        for row in spark.sql(sql).toLocalIterator(prefetchPartitions=False):
+            yield tuple(row)
+        return
+
+    # PyHive (thrift/http) wrapper: execute through dbt-spark's wrapper (it polls async
+    # queries), then page through the DB-API cursor it holds.
+    handle.cursor()
+    handle.execute(sql)
+    cursor = handle._cursor
+    while True:
+        batch = cursor.fetchmany(batch_size)
+        if not batch:
+            return
+        for row in batch:
+            yield tuple(row)

@@ -1,0 +1,61 @@
+{% materialization incremental, adapter='logstore', supported_languages=['sql', 'python'] -%}
+  {%- set log_config = adapter.logstore_config(model) -%}
+  {%- if not log_config.enabled -%}
+    {{ return(materialization_incremental_spark()) }}
+  {%- endif -%}
+
+  {#-- Validate early, as dbt-spark does --#}
+  {%- set file_format = dbt_spark_validate_get_file_format(config.get('file_format', default='parquet')) -%}
+  {%- set strategy = dbt_spark_validate_get_incremental_strategy(config.get('incremental_strategy') or 'append', file_format) -%}
+  {%- set unique_key = config.get('unique_key', none) -%}
+  {%- set partition_by = config.get('partition_by', none) -%}
+  {%- set on_schema_change = incremental_validate_on_schema_change(config.get('on_schema_change'), default='ignore') -%}
+  {%- set incremental_predicates = config.get('predicates', none) or config.get('incremental_predicates', none) -%}
+  {%- set grant_config = config.get('grants') -%}
+  {%- set target_relation = this.incorporate(type='table') -%}
+
+  {%- if strategy == 'insert_overwrite' and partition_by -%}
+    {%- call statement() -%}
+      set spark.sql.sources.partitionOverwriteMode = DYNAMIC
+    {%- endcall -%}
+  {%- endif -%}
+
+  {% do logstore_begin(log_config, target_relation) %}
+  {{ run_hooks(pre_hooks) }}
+
+  {%- set existing_relation = load_relation(this) -%}
+  {%- if existing_relation is none or existing_relation.is_view or should_full_refresh() -%}
+    {% do logstore_replace_table(log_config, target_relation, existing_relation, compiled_code) %}
+  {%- else -%}
+    {%- set staging = logstore_relation(target_relation, 'new') -%}
+    {%- set changes = logstore_relation(target_relation, 'changes') -%}
+    {#-- A real table, not a temp view: the rows inserted and the rows logged must be the same
+         rows even when the model's SQL is not deterministic. --#}
+    {%- call statement('logstore_stage') -%}
+      {{ create_table_as(False, staging, compiled_code) }}
+    {%- endcall -%}
+    {%- do process_schema_changes(on_schema_change, staging, existing_relation) -%}
+    {%- if strategy == 'append' -%}
+      {%- do adapter.logstore_check_unique(log_config, staging, existing_relation) -%}
+      {%- do logstore_build_changes(log_config, changes, staging) -%}
+    {%- else -%}
+      {%- do adapter.logstore_check_unique(log_config, staging) -%}
+      {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by) -%}
+    {%- endif -%}
+    {%- call statement('main') -%}
+      {{ dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates) }}
+    {%- endcall -%}
+    {%- do logstore_set_tblproperties(target_relation, adapter.logstore_properties(log_config, invocation_id)) -%}
+    {%- do adapter.drop_relation(staging) -%}
+    {%- set response = logstore_finish(log_config, target_relation, changes, invocation_id) -%}
+    {%- do store_result('main', response=response) -%}
+  {%- endif -%}
+
+  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode) %}
+  {% do apply_grants(target_relation, grant_config, should_revoke) %}
+  {% do persist_docs(target_relation, model) %}
+
+  {{ run_hooks(post_hooks) }}
+
+  {{ return({'relations': [target_relation]}) }}
+{%- endmaterialization %}

@@ -1,0 +1,26 @@
+{% materialization table, adapter='logstore', supported_languages=['sql', 'python'] %}
+  {%- set log_config = adapter.logstore_config(model) -%}
+  {%- if not log_config.enabled -%}
+    {{ return(materialization_table_spark()) }}
+  {%- endif -%}
+
+  {%- set identifier = model['alias'] -%}
+  {%- set grant_config = config.get('grants') -%}
+  {%- set target_relation = api.Relation.create(identifier=identifier, schema=schema,
+                                                database=database, type='table') -%}
+
+  {% do logstore_begin(log_config, target_relation) %}
+  {{ run_hooks(pre_hooks) }}
+
+  {%- set old_relation = adapter.get_relation(database=database, schema=schema, identifier=identifier) -%}
+  {% do logstore_replace_table(log_config, target_relation, old_relation, compiled_code) %}
+
+  {% set should_revoke = should_revoke(old_relation, full_refresh_mode=True) %}
+  {% do apply_grants(target_relation, grant_config, should_revoke) %}
+  {% do persist_docs(target_relation, model) %}
+  {% do persist_constraints(target_relation, model) %}
+
+  {{ run_hooks(post_hooks) }}
+
+  {{ return({'relations': [target_relation]}) }}
+{% endmaterialization %}
