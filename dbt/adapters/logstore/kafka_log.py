@@ -30,7 +30,7 @@ def client_config(log: LogConfig, defaults: Mapping[str, Any]) -> Dict[str, Any]
     from kafka import KafkaProducer
 
     known = KafkaProducer.DEFAULT_CONFIG
-    config: Dict[str, Any] = dict(defaults)
+    config: Dict[str, Any] = {k: v for k, v in defaults.items() if k in known}
     for raw_key, raw_value in log.client_properties.items():
         key = str(raw_key).replace(".", "_").replace("-", "_")
         if key not in known:

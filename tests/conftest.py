@@ -1,0 +1,48 @@
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["dbt.tests.fixtures.project"]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap_servers():
+    """A real Kafka-protocol broker: LOGSTORE_TEST_BOOTSTRAP_SERVERS if set (e.g. a real Kafka
+    cluster), else the embedded development broker on a free port for this test session."""
+    external = os.environ.get("LOGSTORE_TEST_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
+
+    with tempfile.TemporaryDirectory(prefix="logstore-broker-") as state_dir:
+        broker = EmbeddedBroker(port=free_port(), state_dir=Path(state_dir))
+        broker.start()
+        try:
+            yield broker.bootstrap_servers
+        finally:
+            broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_session_dir(tmp_path_factory):
+    # One Spark session (and one Derby metastore) serves the whole test session.
+    return str(tmp_path_factory.mktemp("logstore_spark"))
+
+
+@pytest.fixture(scope="class")
+def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
+    return {
+        "type": "logstore",
+        "method": "session",
+        "host": "localhost",
+        "threads": 1,
+        "kafka_bootstrap_servers": kafka_bootstrap_servers,
+        "session_dir": spark_session_dir,
+        "server_side_parameters": {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.session.timeZone": "UTC",
+        },
+    }
