@@ -1,0 +1,127 @@
+"""The correctness contract, checked independently of the package's own reader:
+a consumer that reads the topic from the start and applies the records in order ends with
+exactly the table's rows."""
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import Any, Dict, List, Optional
+
+from kafka import KafkaConsumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Message:
+    partition: int
+    offset: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+
+    @property
+    def envelope(self) -> Dict[str, Any]:
+        return json.loads(self.value, parse_float=Decimal)
+
+
+def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
+               timeout_seconds: float = 60.0) -> List[Message]:
+    """Every record of the topic, partition by partition, in offset order (assign(), no group)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
+                             enable_auto_commit=False, isolation_level="read_committed")
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        if not parts:
+            return []
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        out: List[Message] = []
+        deadline = time.monotonic() + timeout_seconds
+        idle_since = time.monotonic()
+        while time.monotonic() < deadline:
+            polled = consumer.poll(timeout_ms=200)
+            if polled:
+                idle_since = time.monotonic()
+            for tp, msgs in polled.items():
+                out.extend(Message(tp.partition, m.offset, m.key, m.value) for m in msgs)
+            caught_up = all(consumer.position(tp) >= (consumer.highwater(tp) or 0) for tp in parts)
+            if caught_up and time.monotonic() - idle_since >= idle_seconds:
+                break
+        return sorted(out, key=lambda m: (m.partition, m.offset))
+    finally:
+        consumer.close()
+
+
+def _norm(value: Any, kind: str) -> Any:
+    """One canonical form for a value from Spark (Python objects) or from the log (JSON)."""
+    if value is None:
+        return None
+    if kind.startswith("decimal") or kind in ("int", "bigint", "smallint", "tinyint", "double", "float"):
+        return str(Decimal(str(value)).normalize())
+    if kind == "timestamp":
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if value.tzinfo is None:  # pyspark hands out naive local times
+            value = value.astimezone()
+        return value.astimezone(timezone.utc).isoformat()
+    if kind == "date":
+        return value.isoformat() if isinstance(value, date) else value
+    if kind == "binary":
+        return base64.b64encode(bytes(value)).decode() if not isinstance(value, str) else value
+    return value
+
+
+def canonical(row: Dict[str, Any], types: Dict[str, str]) -> str:
+    return json.dumps({c: _norm(row.get(c), t) for c, t in types.items()}, sort_keys=True,
+                      default=str, ensure_ascii=False)
+
+
+def spark():
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()
+
+
+def table_state(relation: str):
+    df = spark().table(relation)
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    return types, Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
+
+
+def replay(messages: List[Message], types: Dict[str, str]) -> Counter:
+    """Apply the records in order: insert/update upsert by key (keyless: add the row),
+    delete removes the key (keyless: one equal row)."""
+    keyed: Dict[bytes, str] = {}
+    keyless: Counter = Counter()
+    for m in messages:
+        env = m.envelope if m.value is not None else {"op": "d", "before": None, "after": None}
+        if m.key is not None:
+            if env["op"] == "d":
+                keyed.pop(m.key, None)
+            else:
+                keyed[m.key] = canonical(env["after"], types)
+        elif env["op"] == "d":
+            row = canonical(env["before"], types)
+            assert keyless[row] > 0, f"log deletes a row it never inserted: {row}"
+            keyless[row] -= 1
+        else:
+            keyless[canonical(env["after"], types)] += 1
+    return Counter(keyed.values()) + keyless
+
+
+def assert_contract(bootstrap_servers: str, topic: str, relation: str) -> List[Message]:
+    messages = read_topic(bootstrap_servers, topic)
+    types, table = table_state(relation)
+    replayed = replay(messages, types)
+    assert replayed == table, (
+        f"replaying {topic} does not give {relation}:\n only in log: {replayed - table}\n"
+        f" only in table: {table - replayed}"
+    )
+    return messages
+
+
+def table_properties(relation: str) -> Dict[str, str]:
+    return {r[0]: r[1] for r in spark().sql(f"show tblproperties {relation}").collect()}

@@ -1,0 +1,173 @@
+"""Multi-run scenarios: after every run, replaying the topic from the start gives the table."""
+import pytest
+from dbt.tests.util import run_dbt
+
+from tests.functional.contract import assert_contract, read_topic, table_properties
+
+KEYED_TABLE = """
+{{ config(materialized='table', unique_key='id', **{'log.system': 'kafka'}) }}
+{% set step = var('step', 1) %}
+select id, name, cast(amount as decimal(12, 2)) as amount, cast(signup as date) as signup,
+       cast(updated_at as timestamp) as updated_at, note
+from values
+{% if step == 1 %}
+  (1, 'Ada', '10.50', '2024-01-01', '2024-01-01 10:00:00', null),
+  (2, 'Bjørn', '0.01', '2024-02-29', '2024-02-29 23:59:59.123456', 'x'),
+  (3, 'Chen 陈', '99999.99', '1999-12-31', '1970-01-01 00:00:00', 'gone soon')
+{% elif step in (2, 3) %}
+  (1, 'Ada', '10.50', '2024-01-01', '2024-01-01 10:00:00', null),
+  (2, 'Bjørn Ø', '-0.01', '2024-02-29', '2024-03-01 00:00:00', null),
+  (4, 'Dédé 🚀', null, null, null, 'new')
+{% else %}
+  (1, 'Ada', '10.50', '2024-01-01', '2024-01-01 10:00:00', null)
+{% endif %}
+as t(id, name, amount, signup, updated_at, note)
+"""
+
+
+def _run(step, expect_pass=True):
+    return run_dbt(["run", "--vars", f"{{step: {step}}}"], expect_pass=expect_pass)
+
+
+def _new(messages, before):
+    seen = {(m.partition, m.offset) for m in before}
+    return [m for m in messages if (m.partition, m.offset) not in seen]
+
+
+class TestKeyedTable:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"customers.sql": KEYED_TABLE}
+
+    def test_keyed_table_runs(self, project, kafka_bootstrap_servers):
+        relation = f"{project.test_schema}.customers"
+        topic = f"{project.test_schema}.customers"
+
+        results = _run(1)
+        log1 = assert_contract(kafka_bootstrap_servers, topic, relation)
+        assert [m.envelope["op"] for m in log1] == ["c", "c", "c"]
+        assert results[0].adapter_response["rows_mirrored"] == 3
+
+        _run(2)
+        log2 = assert_contract(kafka_bootstrap_servers, topic, relation)
+        changes = {m.key.decode(): m.envelope for m in _new(log2, log1)}
+        assert {k: e["op"] for k, e in changes.items()} == {
+            '{"id":2}': "u", '{"id":3}': "d", '{"id":4}': "c"}
+        assert changes['{"id":2}']["before"]["name"] == "Bjørn"
+        assert changes['{"id":2}']["after"]["name"] == "Bjørn Ø"
+        assert changes['{"id":3}']["after"] is None
+
+        results = _run(3)  # same rows: nothing to log
+        log3 = assert_contract(kafka_bootstrap_servers, topic, relation)
+        assert _new(log3, log2) == []
+        assert results[0].adapter_response["rows_mirrored"] == 0
+
+        _run(4)
+        log4 = assert_contract(kafka_bootstrap_servers, topic, relation)
+        assert sorted(m.envelope["op"] for m in _new(log4, log3)) == ["d", "d"]
+
+        props = table_properties(relation)
+        assert props["log.system"] == "kafka"
+        assert props["kafka.topic"] == topic
+        assert props["log.consistency"] == "transactional"
+        assert props["kafka.bootstrap.servers"] == kafka_bootstrap_servers
+
+
+KEYLESS_TABLE = """
+{{ config(materialized='table', log_system='kafka', log_consistency='eventual',
+          log_system_partitions=3) }}
+{% set step = var('step', 1) %}
+select * from values
+{% if step == 1 %} ('a', 1), ('a', 1), ('b', 2), ('z', null)
+{% else %} ('a', 1), ('b', 2), ('b', 2), ('c', null), ('z', null)
+{% endif %} as t(k, v)
+"""
+
+
+class TestKeylessTable:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"pairs.sql": KEYLESS_TABLE}
+
+    def test_keyless_table_runs(self, project, kafka_bootstrap_servers):
+        relation = topic = f"{project.test_schema}.pairs"
+        _run(1)
+        log1 = assert_contract(kafka_bootstrap_servers, topic, relation)
+        assert len(log1) == 4 and all(m.key is None for m in log1)
+        _run(2)
+        log2 = assert_contract(kafka_bootstrap_servers, topic, relation)
+        new = _new(log2, log1)
+        assert sorted((m.envelope["op"], str(m.envelope["before"] or m.envelope["after"])) for m in new) == [
+            ("c", "{'k': 'b', 'v': 2}"), ("c", "{'k': 'c', 'v': None}"), ("d", "{'k': 'a', 'v': 1}")]
+        # equal rows share a partition, so a delete never overtakes the insert of its row
+        placement = {}
+        for m in log2:
+            image = str(m.envelope["before"] or m.envelope["after"])
+            assert placement.setdefault(image, m.partition) == m.partition
+        _run(2)
+        assert _new(assert_contract(kafka_bootstrap_servers, topic, relation), log2) == []
+
+
+INCREMENTAL_APPEND = """
+{{ config(materialized='incremental', incremental_strategy='append',
+          **{'log.system': 'kafka', 'kafka.topic': 'events_' ~ this.schema}) }}
+{% set step = var('step', 1) %}
+select {{ step }} as step, concat('event-', cast(id as string)) as name,
+       cast('2024-05-0{{ step }} 12:00:00' as timestamp) as at
+from range({{ step * 2 }}) as r(id)
+"""
+
+
+class TestIncrementalAppend:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"events.sql": INCREMENTAL_APPEND}
+
+    def test_append_runs(self, project, kafka_bootstrap_servers):
+        relation = f"{project.test_schema}.events"
+        topic = f"events_{project.test_schema}"
+        counts = []
+        for step in (1, 2, 3):
+            _run(step)
+            log = assert_contract(kafka_bootstrap_servers, topic, relation)
+            counts.append(len(log))
+            assert all(m.envelope["op"] == "c" and m.envelope["before"] is None for m in log)
+        assert counts == [2, 6, 12]
+        # a full refresh replaces the rows: the log carries the difference
+        run_dbt(["run", "--full-refresh", "--vars", "{step: 1}"])
+        log = assert_contract(kafka_bootstrap_servers, topic, relation)
+        assert len(log) == 12 + 10  # the 10 rows of steps 2 and 3 leave
+
+
+INSERT_OVERWRITE = """
+{{ config(materialized='incremental', incremental_strategy='insert_overwrite',
+          partition_by=['day'], file_format='parquet', log_system='kafka'{{ key }}) }}
+{% set step = var('step', 1) %}
+select * from values
+{% if step == 1 %} (1, 'a', 1), (2, 'b', 1), (3, 'c', 2), (4, 'd', 2)
+{% elif step == 2 %} (3, 'c2', 2), (5, 'e', 2), (6, 'f', 3)
+{% else %} (7, 'g', 1)
+{% endif %} as t(id, name, day)
+"""
+
+
+class TestInsertOverwrite:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "by_day.sql": INSERT_OVERWRITE.replace("{{ key }}", ""),
+            "by_day_keyed.sql": INSERT_OVERWRITE.replace("{{ key }}", ", unique_key='id'"),
+        }
+
+    def test_insert_overwrite_runs(self, project, kafka_bootstrap_servers):
+        for step in (1, 2, 3):
+            _run(step)
+            for model in ("by_day", "by_day_keyed"):
+                name = f"{project.test_schema}.{model}"
+                assert_contract(kafka_bootstrap_servers, name, name)
+        keyed = read_topic(kafka_bootstrap_servers, f"{project.test_schema}.by_day_keyed")
+        ops = [(m.key.decode(), m.envelope["op"]) for m in keyed]
+        # step 2 rewrote day 2: id 3 updated, id 4 gone, id 5 new; day 1 untouched until step 3
+        assert ('{"id":3}', "u") in ops and ('{"id":4}', "d") in ops
+        assert ('{"id":1}', "d") in ops and ('{"id":7}', "c") in ops
+        assert ('{"id":1}', "u") not in ops
