@@ -1,0 +1,140 @@
+"""Config spellings from every place dbt reads config, and bad input failing before any change."""
+import pytest
+from dbt.tests.util import run_dbt, run_dbt_and_capture
+
+from dbt.adapters.logstore.broker import free_port
+from tests.functional.contract import assert_contract, spark, table_properties
+
+PLAIN = "select 1 as id, 'x' as name"
+
+
+class TestSpellingsEverywhere:
+    """dbt_project.yml (dotted), schema yml (underscored), config() (dotted)."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {"models": {"test": {"from_project": {
+            "+log.system": "kafka", "+kafka.topic": "spelled.in.project",
+            "+log.consistency": "eventual", "+unique_key": "id"}}}}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "from_project.sql": "{{ config(materialized='table') }} " + PLAIN,
+            "from_yml.sql": "{{ config(materialized='table') }} " + PLAIN,
+            "from_config.sql": "{{ config(materialized='table', **{'log.system': 'kafka', "
+                               "'log.system.partitions': 2}) }} " + PLAIN,
+            "schema.yml": """
+version: 2
+models:
+  - name: from_yml
+    config:
+      log_system: kafka
+      kafka_topic: spelled_in_yml
+      log_consistency: transactional
+""",
+        }
+
+    def test_each_place(self, project, kafka_bootstrap_servers):
+        run_dbt(["run"])
+        schema = project.test_schema
+        expected = {
+            "from_project": ("spelled.in.project", "eventual", "1"),
+            "from_yml": ("spelled_in_yml", "transactional", "1"),
+            "from_config": (f"{schema}.from_config", "transactional", "2"),
+        }
+        for model, (topic, consistency, partitions) in expected.items():
+            props = table_properties(f"{schema}.{model}")
+            assert (props["kafka.topic"], props["log.consistency"],
+                    props["log.system.partitions"]) == (topic, consistency, partitions)
+            assert_contract(kafka_bootstrap_servers, topic, f"{schema}.{model}")
+
+
+class TestNoLogBehavesAsSpark:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"plain.sql": "{{ config(materialized='table') }} " + PLAIN}
+
+    def test_no_log_properties_and_no_topic(self, project):
+        run_dbt(["run"])
+        props = table_properties(f"{project.test_schema}.plain")
+        assert "kafka.topic" not in props and "logstore.changeset.committed" not in props
+
+
+def _failure(args):
+    """The error text of a dbt command that must fail, at parse time (raised) or at run time."""
+    try:
+        _, out = run_dbt_and_capture(args, expect_pass=False)
+    except Exception as exc:  # parse-time errors abort the whole invocation
+        out = str(exc)
+    return " ".join(out.split())
+
+
+class TestLogOnViewIsRejectedAtParse:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"v.sql": "{{ config(materialized='view', log_system='kafka') }} " + PLAIN}
+
+    def test_view(self, project):
+        out = _failure(["run"])
+        assert "Model 'v'" in out and "log.system" in out
+        assert "allowed materializations are table, incremental" in out
+
+
+class TestUnknownValueIsRejected:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"t.sql": "{{ config(materialized='table', log_system='kafka', "
+                         "log_consistency='sometimes') }} " + PLAIN}
+
+    def test_unknown_consistency(self, project):
+        text = _failure(["run"])
+        assert "Model 't'" in text and "'log.consistency'" in text and "transactional, eventual" in text
+        assert not spark().catalog.tableExists(f"{project.test_schema}.t")
+
+
+class TestMissingServersIsRejected:
+    @pytest.fixture(scope="class")
+    def dbt_profile_target(self, dbt_profile_target):
+        target = dict(dbt_profile_target)
+        target.pop("kafka_bootstrap_servers")
+        return target
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"t.sql": "{{ config(materialized='table', log_system='kafka') }} " + PLAIN}
+
+    def test_missing_servers(self, project):
+        out = _failure(["run"])
+        assert "kafka.bootstrap.servers" in out and "Model 't'" in out
+        assert not spark().catalog.tableExists(f"{project.test_schema}.t")
+
+
+class TestBrokerDownFailsBeforeTheTableChanges:
+    @pytest.fixture(scope="class")
+    def models(self):
+        dead = f"127.0.0.1:{free_port()}"
+        return {"t.sql": "{{ config(materialized='table', log_system='kafka', "
+                         f"kafka_bootstrap_servers='{dead}') }}}} " + PLAIN}
+
+    def test_broker_down(self, project):
+        out = _failure(["run"])
+        assert "Model 't'" in out and "not usable" in out and "Nothing was changed" in out
+        assert not spark().catalog.tableExists(f"{project.test_schema}.t")
+
+
+class TestDuplicateKeysFailBeforeTheCommit:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"t.sql": """
+{{ config(materialized='table', unique_key='id', log_system='kafka') }}
+select * from values {% if var('step', 1) == 1 %} (1, 'a') {% else %} (1, 'a'), (1, 'b') {% endif %} as t(id, v)
+"""}
+
+    def test_duplicate_keys(self, project, kafka_bootstrap_servers):
+        run_dbt(["run"])
+        out = _failure(["run", "--vars", "{step: 2}"])
+        assert "unique_key" in out and '{"id":1}' in out
+        relation = f"{project.test_schema}.t"
+        assert [tuple(r) for r in spark().table(relation).collect()] == [(1, "a")]
+        assert_contract(kafka_bootstrap_servers, relation, relation)
