@@ -52,6 +52,8 @@ def free_port(host: str = DEFAULT_HOST) -> int:
 
 
 def _alive(pid: int) -> bool:
+    if pid <= 0:  # 0 and -1 would address process groups, never one broker
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -89,7 +91,7 @@ class EmbeddedBroker:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _alive(pid) else None
+        return pid if _alive(pid) else None  # _alive rejects pids <= 0
 
     def running(self) -> bool:
         return self.pid() is not None and port_open(self.host, self.port)

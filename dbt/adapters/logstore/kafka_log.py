@@ -41,7 +41,9 @@ def client_config(log: LogConfig, defaults: Mapping[str, Any]) -> Dict[str, Any]
                 f"sasl.plain.username, sasl.plain.password, ssl.cafile."
             )
         config[key] = _coerce(raw_value, known[key])
-    config["bootstrap_servers"] = [s.strip() for s in str(log.bootstrap_servers).split(",")]
+    config["bootstrap_servers"] = [
+        s.strip() for s in str(log.bootstrap_servers).split(",") if s.strip()
+    ]
     config["client_id"] = "dbt-logstore"
     return config
 
@@ -50,11 +52,12 @@ def _coerce(value: Any, default: Any) -> Any:
     """Profile values arrive as strings; give kafka-python the type its default has."""
     if isinstance(value, str) and isinstance(default, bool):
         return value.strip().lower() in ("1", "true", "yes")
-    if isinstance(value, str) and isinstance(default, int):
-        try:
-            return int(value)
-        except ValueError:
-            return value
+    if isinstance(value, str) and isinstance(default, (int, float)):  # retries' default is inf
+        for number in (int, float):
+            try:
+                return number(value)
+            except ValueError:
+                pass
     return value
 
 

@@ -36,7 +36,7 @@ DEFAULTS: Dict[str, Any] = {
 }
 
 # Kafka's legal topic names (see kafka.common.internals.Topic).
-_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 class LogConfigError(DbtConfigError):
@@ -177,7 +177,7 @@ def resolve_log_config(
         raise _fail(model, "log.consistency", consistency, ", ".join(CONSISTENCIES))
 
     topic = _lookup(model, raw, "kafka.topic") or f"{ref.schema}.{ref.alias}"
-    if not _TOPIC_RE.match(str(topic)) or topic in (".", ".."):
+    if not _TOPIC_RE.fullmatch(str(topic)) or topic in (".", ".."):
         raise _fail(
             model, "kafka.topic", topic, "1-249 characters of ASCII letters, digits, '.', '_', '-'"
         )

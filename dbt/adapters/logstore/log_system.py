@@ -66,7 +66,6 @@ def get_log_system(name: str) -> LogSystem:
         # Import for its registration side effect; keeps kafka-python off the import path
         # of models without a log.
         from dbt.adapters.logstore import kafka_log  # noqa: F401
-    try:
-        return _REGISTRY[name]()
-    except KeyError:
+    if name not in _REGISTRY:
         raise ValueError(f"unknown log system {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]()

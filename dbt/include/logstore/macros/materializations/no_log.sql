@@ -8,7 +8,7 @@
 
 {% materialization seed, adapter='logstore' -%}
   {%- do adapter.logstore_config(model) -%}
-  {{ return(materialization_seed_spark()) }}
+  {{ return(materialization_seed_default()) }}
 {%- endmaterialization %}
 
 {% materialization snapshot, adapter='logstore' -%}
