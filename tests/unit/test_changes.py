@@ -1,0 +1,212 @@
+"""Change-set SQL (string level; no Spark)."""
+import re
+
+import pytest
+
+from dbt.adapters.logstore import changes
+from dbt.adapters.logstore.changes import (
+    AFTER,
+    BEFORE,
+    CHANGE_COLUMNS,
+    KEY,
+    OP,
+    ChangeInput,
+    change_set_sql,
+    duplicate_keys_sql,
+    existing_keys_sql,
+    inserts_sql,
+    keyed_diff_sql,
+    keyless_diff_sql,
+    scoped_to_partitions,
+)
+from dbt.adapters.logstore.encoding import json_object_sql
+
+NEW = ChangeInput("db.orders__staged", ["id", "name", "amount"])
+OLD = ChangeInput("db.orders", ["id", "name", "amount"])
+
+
+def norm(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql).strip().lower()
+
+
+def test_change_columns():
+    assert CHANGE_COLUMNS == ("__logstore_op", "__logstore_key", "__logstore_before",
+                              "__logstore_after")
+    assert (OP, KEY, BEFORE, AFTER) == CHANGE_COLUMNS
+
+
+# --- no old rows: inserts only ------------------------------------------------------------
+
+
+def test_change_set_without_old_rows_is_inserts_only():
+    sql = change_set_sql(NEW, None)
+    assert sql == inserts_sql(NEW)
+    assert sql.startswith("select 'c' as __logstore_op, cast(null as string) as __logstore_key, "
+                          "cast(null as string) as __logstore_before, ")
+    assert sql.endswith(f"{json_object_sql(NEW.columns)} as __logstore_after "
+                        f"from db.orders__staged")
+    low = norm(sql)
+    for word in (" join ", " except ", " union ", "'d'", "'u'"):
+        assert word not in low
+
+
+def test_inserts_with_unique_key_render_key_json():
+    sql = change_set_sql(NEW, None, unique_key=("id",))
+    assert f"{json_object_sql(['id'])} as __logstore_key" in sql
+    assert "cast(null as string) as __logstore_key" not in sql
+
+
+def test_inserts_ignore_partition_by_without_old_rows():
+    assert change_set_sql(NEW, None, (), ("dt",)) == inserts_sql(NEW)
+
+
+# --- keyed diff ---------------------------------------------------------------------------
+
+
+def test_keyed_diff_uses_full_outer_join_on_null_safe_keys():
+    sql = change_set_sql(NEW, OLD, unique_key=("tenant", "id"))
+    assert sql == keyed_diff_sql(OLD, NEW, ("tenant", "id"))
+    low = norm(sql)
+    assert " full outer join " in low
+    assert " on o.`tenant` <=> n.`tenant` and o.`id` <=> n.`id` " in low
+    assert " except " not in low
+
+
+def test_keyed_diff_filters_unchanged_rows():
+    sql = keyed_diff_sql(OLD, NEW, ("id",))
+    assert sql.rstrip().endswith("where not (o.__logstore_img <=> n.__logstore_img)")
+
+
+def test_keyed_diff_op_classification():
+    low = norm(keyed_diff_sql(OLD, NEW, ("id",)))
+    assert ("case when o.__logstore_present is null then 'c' "
+            "when n.__logstore_present is null then 'd' else 'u' end as __logstore_op") in low
+
+
+def test_keyed_diff_images_and_sides():
+    sql = keyed_diff_sql(OLD, NEW, ("id",))
+    assert "o.__logstore_img as __logstore_before, n.__logstore_img as __logstore_after" in sql
+    old_side = (f"(select `id`, {json_object_sql(OLD.columns)} as __logstore_img, "
+                f"true as __logstore_present from db.orders) o")
+    new_side = (f"(select `id`, {json_object_sql(NEW.columns)} as __logstore_img, "
+                f"true as __logstore_present from db.orders__staged) n")
+    assert old_side in sql
+    assert new_side in sql
+    assert sql.index(old_side) < sql.index("full outer join") < sql.index(new_side)
+
+
+def test_keyed_diff_key_comes_from_present_side():
+    sql = keyed_diff_sql(OLD, NEW, ("id",))
+    assert ("to_json(named_struct('id', case when n.__logstore_present then n.`id` "
+            "else o.`id` end), map(") in sql
+    assert sql.index("as __logstore_key") > sql.index("case when n.__logstore_present")
+
+
+def test_keyed_diff_quotes_odd_key_names():
+    sql = keyed_diff_sql(ChangeInput("o_rel", ["we`ird"]), ChangeInput("n_rel", ["we`ird"]),
+                         ("we`ird",))
+    assert "o.`we``ird` <=> n.`we``ird`" in sql
+
+
+# --- keyless diff -------------------------------------------------------------------------
+
+
+def test_keyless_diff_uses_except_all_both_ways():
+    sql = change_set_sql(NEW, OLD)
+    assert sql == keyless_diff_sql(OLD, NEW)
+    old_img = f"select {json_object_sql(OLD.columns)} as __logstore_img from db.orders"
+    new_img = f"select {json_object_sql(NEW.columns)} as __logstore_img from db.orders__staged"
+    assert f"({old_img} except all {new_img})" in sql
+    assert f"({new_img} except all {old_img})" in sql
+    assert norm(sql).count(" except all ") == 2
+    assert " union all " in norm(sql)
+    assert " join " not in norm(sql)
+
+
+def test_keyless_diff_deletes_then_inserts():
+    sql = keyless_diff_sql(OLD, NEW)
+    deletes, inserts = sql.split(" union all ")
+    assert deletes.startswith("select 'd' as __logstore_op, cast(null as string) as "
+                              "__logstore_key, __logstore_img as __logstore_before, "
+                              "cast(null as string) as __logstore_after")
+    assert inserts.startswith("select 'c' as __logstore_op, cast(null as string) as "
+                              "__logstore_key, cast(null as string) as __logstore_before, "
+                              "__logstore_img as __logstore_after")
+    # deletes: old minus new; inserts: new minus old
+    old_at = lambda part: re.search(r"from db\.orders\b(?!__)", part).start()  # noqa: E731
+    assert old_at(deletes) < deletes.index("from db.orders__staged")
+    assert inserts.index("from db.orders__staged") < old_at(inserts)
+
+
+# --- partition scoping --------------------------------------------------------------------
+
+
+def test_scoped_to_partitions_without_partitions_is_identity():
+    assert scoped_to_partitions(OLD, NEW, ()) is OLD
+
+
+def test_scoped_to_partitions_uses_left_semi_join():
+    scoped = scoped_to_partitions(OLD, NEW, ("dt", "region"))
+    assert scoped.columns == OLD.columns
+    assert scoped.relation == (
+        "(select o.* from db.orders o left semi join "
+        "(select distinct `dt`, `region` from db.orders__staged) s "
+        "on o.`dt` <=> s.`dt` and o.`region` <=> s.`region`)"
+    )
+
+
+def test_change_set_with_partitions_scopes_old_side_keyless():
+    sql = change_set_sql(NEW, OLD, (), ("dt",))
+    assert norm(sql).count(" left semi join ") == 2  # old image appears in both except alls
+    scoped = scoped_to_partitions(OLD, NEW, ("dt",)).relation
+    assert f"from {scoped})" in sql
+    assert "from db.orders)" not in sql  # the unscoped old relation is never read
+
+
+def test_change_set_with_partitions_scopes_old_side_keyed():
+    sql = change_set_sql(NEW, OLD, ("id",), ("dt",))
+    scoped = scoped_to_partitions(OLD, NEW, ("dt",)).relation
+    assert f"true as __logstore_present from {scoped}) o full outer join" in sql
+    assert "true as __logstore_present from db.orders__staged) n" in sql
+    assert norm(sql).count(" left semi join ") == 1
+
+
+# --- uniqueness checks --------------------------------------------------------------------
+
+
+def test_duplicate_keys_sql():
+    sql = duplicate_keys_sql("db.staged", ("tenant", "id"))
+    assert sql == (
+        f"select {json_object_sql(['tenant', 'id'])} as k, count(*) as n from db.staged "
+        "group by `tenant`, `id` having count(*) > 1 limit 3"
+    )
+
+
+def test_duplicate_keys_sql_limit():
+    assert duplicate_keys_sql("r", ("id",), limit=10).endswith(" limit 10")
+
+
+def test_existing_keys_sql():
+    sql = existing_keys_sql("db.new", "db.old", ("tenant", "id"))
+    assert sql == (
+        f"select {json_object_sql(['tenant', 'id'], alias='n')} as k, 2 as n from db.new n "
+        "left semi join db.old o on n.`tenant` <=> o.`tenant` and n.`id` <=> o.`id` limit 3"
+    )
+
+
+def test_existing_keys_sql_limit():
+    assert existing_keys_sql("a", "b", ("id",), limit=1).endswith(" limit 1")
+
+
+def test_sql_is_single_statement():
+    for sql in (change_set_sql(NEW, None), change_set_sql(NEW, OLD), change_set_sql(NEW, OLD, ("id",)),
+                duplicate_keys_sql("r", ("id",)), existing_keys_sql("a", "b", ("id",))):
+        assert ";" not in sql
+        assert sql.count("(") == sql.count(")")
+
+
+@pytest.mark.parametrize("unique_key", [(), ("id",)])
+def test_all_change_sets_project_the_four_columns(unique_key):
+    for sql in (change_set_sql(NEW, None, unique_key), change_set_sql(NEW, OLD, unique_key)):
+        for column in changes.CHANGE_COLUMNS:
+            assert f"as {column}" in sql

@@ -1,0 +1,133 @@
+"""The CLI: argument parsing and commands that need no running broker."""
+import json
+import socket
+
+import pytest
+
+from dbt.adapters.logstore import cli, reader
+from dbt.adapters.logstore.broker import DEFAULT_HOST, DEFAULT_PORT, free_port
+from dbt.adapters.logstore.cli import build_parser, main
+from dbt.adapters.logstore.reader import ChangeRecord
+
+
+def test_parse_broker_start():
+    args = build_parser().parse_args(["broker", "start", "--port", "1234", "--state-dir", "X"])
+    assert args.command == "broker"
+    assert args.action == "start"
+    assert args.port == 1234 and isinstance(args.port, int)
+    assert args.state_dir == "X"
+    assert args.host == DEFAULT_HOST
+    assert args.func is cli._broker
+
+
+def test_parse_broker_defaults():
+    args = build_parser().parse_args(["broker", "status"])
+    assert args.port == DEFAULT_PORT
+    assert args.action == "status"
+
+
+def test_parse_tail_json():
+    args = build_parser().parse_args(["tail", "analytics.orders", "--json"])
+    assert args.command == "tail"
+    assert args.topic == "analytics.orders"
+    assert args.json is True
+    assert args.bootstrap_servers == f"{DEFAULT_HOST}:{DEFAULT_PORT}"
+    assert args.idle_seconds == 1.5
+    assert args.func is cli._tail
+
+
+def test_parse_tail_options():
+    args = build_parser().parse_args(["tail", "t", "--bootstrap-servers", "h:1,h:2",
+                                      "--idle-seconds", "0.25"])
+    assert args.json is False
+    assert args.bootstrap_servers == "h:1,h:2"
+    assert args.idle_seconds == 0.25
+
+
+@pytest.mark.parametrize("argv", [[], ["broker"], ["broker", "restart"],
+                                  ["broker", "start", "--port", "abc"], ["tail"]])
+def test_parse_errors(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)
+    assert info.value.code == 2
+
+
+def test_broker_status_not_running(tmp_path, capsys):
+    port = free_port()
+    code = main(["broker", "status", "--port", str(port), "--state-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "not running" in out
+    assert f"127.0.0.1:{port}" in out
+
+
+def test_broker_status_port_in_use_without_pid_file_is_not_running(tmp_path, capsys):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        code = main(["broker", "status", "--port", str(port), "--state-dir", str(tmp_path)])
+    assert code == 1
+    assert "not running" in capsys.readouterr().out
+
+
+def test_broker_stop_when_not_running(tmp_path, capsys):
+    port = free_port()
+    code = main(["broker", "stop", "--port", str(port), "--state-dir", str(tmp_path)])
+    assert code == 0
+    assert "was not running" in capsys.readouterr().out
+
+
+def test_broker_start_on_busy_port_reports_error(tmp_path, capsys):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        code = main(["broker", "start", "--port", str(port), "--state-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "already in use" in captured.err
+    assert not (tmp_path / f"broker-{port}.pid").exists()
+
+
+RECORDS = [
+    ChangeRecord(0, 0, {"id": 1}, "c", None, {"id": 1, "name": "é"}, 10),
+    ChangeRecord(1, 4, None, "d", {"x": 2}, None, 11),
+]
+
+
+@pytest.fixture
+def fake_changelog(monkeypatch):
+    calls = []
+
+    def read_changelog(bootstrap_servers, topic, idle_seconds=1.5, **kw):
+        calls.append((bootstrap_servers, topic, idle_seconds))
+        return iter(RECORDS)
+
+    monkeypatch.setattr(reader, "read_changelog", read_changelog)
+    return calls
+
+
+def test_tail_json(fake_changelog, capsys):
+    code = main(["tail", "analytics.orders", "--json", "--bootstrap-servers", "h:9",
+                 "--idle-seconds", "0.5"])
+    assert code == 0
+    assert fake_changelog == [("h:9", "analytics.orders", 0.5)]
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in lines] == [
+        {"partition": 0, "offset": 0, "key": {"id": 1}, "op": "c", "before": None,
+         "after": {"id": 1, "name": "é"}},
+        {"partition": 1, "offset": 4, "key": None, "op": "d", "before": {"x": 2},
+         "after": None},
+    ]
+    assert "é" in lines[0]  # not ASCII-escaped
+
+
+def test_tail_table(fake_changelog, capsys):
+    assert main(["tail", "t"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["part", "offset", "op", "key", "/", "before", "->", "after"]
+    assert lines[1].split() == ["0", "0", "c", '{"id":', "1}", "-", "->", '{"id":', "1,",
+                                '"name":', '"é"}']
+    assert lines[2].split()[:4] == ["1", "4", "d", "-"]
+    assert lines[2].endswith('{"x": 2} -> -')

@@ -1,0 +1,443 @@
+"""The Kafka writer without a broker: client config, partitioner, writer/admin with fakes."""
+import kafka
+import pytest
+from dbt_common.exceptions import DbtRuntimeError
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.partitioner.default import murmur2
+
+from dbt.adapters.logstore import kafka_log
+from dbt.adapters.logstore.kafka_log import (
+    ADMIN_DEFAULTS,
+    PRODUCER_DEFAULTS,
+    KafkaLogSystem,
+    KafkaLogWriter,
+    client_config,
+    partition_for,
+)
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+
+REAL_PRODUCER = kafka.KafkaProducer
+
+
+def make_log(properties=None, servers="b1:9092", **kw):
+    kw.setdefault("model", "orders_model")
+    kw.setdefault("system", "kafka")
+    kw.setdefault("topic", "analytics.orders")
+    return LogConfig(bootstrap_servers=servers, client_properties=dict(properties or {}), **kw)
+
+
+# --- client_config -----------------------------------------------------------------------
+
+
+def test_client_config_translates_java_style_properties():
+    config = client_config(make_log({
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.plain.username": "user",
+        "sasl.plain.password": "secret",
+        "ssl.cafile": "/etc/ca.pem",
+    }), {})
+    assert config["security_protocol"] == "SASL_SSL"
+    assert config["sasl_mechanism"] == "PLAIN"
+    assert config["sasl_plain_username"] == "user"
+    assert config["sasl_plain_password"] == "secret"
+    assert config["ssl_cafile"] == "/etc/ca.pem"
+    assert "security.protocol" not in config
+
+
+def test_client_config_translates_dashes():
+    assert client_config(make_log({"linger-ms": "5"}), {})["linger_ms"] == 5
+
+
+@pytest.mark.parametrize("key,raw,expected", [
+    ("linger.ms", "50", 50),
+    ("batch.size", "1048576", 1048576),
+    ("request.timeout.ms", " 12000 ", 12000),
+    ("max.block.ms", "100", 100),
+    ("acks", "1", 1),
+    ("acks", "all", "all"),  # not an int: left as is
+])
+def test_client_config_coerces_int_strings(key, raw, expected):
+    value = client_config(make_log({key: raw}), {})[key.replace(".", "_")]
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+@pytest.mark.parametrize("raw,expected", [("true", True), ("True", True), ("1", True),
+                                          ("yes", True), ("false", False), ("0", False),
+                                          ("no", False)])
+def test_client_config_coerces_bool_strings(raw, expected):
+    assert client_config(make_log({"ssl.check.hostname": raw}), {})["ssl_check_hostname"] is expected
+
+
+def test_client_config_keeps_non_string_values():
+    assert client_config(make_log({"linger.ms": 7}), {})["linger_ms"] == 7
+
+
+def test_client_config_coerces_retries():
+    # `retries` is numeric in kafka-python (default float('inf')), and the producer compares
+    # it with ints (`batch.attempts >= retries`, `retries == 0`): a profile's "5" must become 5.
+    value = client_config(make_log({"retries": "5"}), {})["retries"]
+    assert value == 5 and isinstance(value, int)
+
+
+def test_client_config_unknown_property_fails_naming_it():
+    with pytest.raises(LogConfigError) as info:
+        client_config(make_log({"sasl.jaas.config": "org.apache...PlainLoginModule secret"}), {})
+    message = str(info.value)
+    assert "orders_model" in message
+    assert "'sasl.jaas.config'" in message
+    assert "kafka_properties" in message
+    assert "secret" not in message  # the value is not echoed
+
+
+def test_client_config_bootstrap_servers_split_on_commas():
+    config = client_config(make_log(servers="a:1, b:2 ,c:3"), {})
+    assert config["bootstrap_servers"] == ["a:1", "b:2", "c:3"]
+    assert client_config(make_log(servers="solo:9092"), {})["bootstrap_servers"] == ["solo:9092"]
+
+
+def test_client_config_client_id():
+    assert client_config(make_log(), {})["client_id"] == "dbt-logstore"
+
+
+def test_client_config_applies_known_defaults_only():
+    config = client_config(make_log(), {"linger_ms": 20, "not_a_kafka_setting": 1})
+    assert config["linger_ms"] == 20
+    assert "not_a_kafka_setting" not in config
+
+
+def test_client_config_properties_override_defaults():
+    config = client_config(make_log({"linger.ms": "1"}), PRODUCER_DEFAULTS)
+    assert config["linger_ms"] == 1
+    assert config["batch_size"] == PRODUCER_DEFAULTS["batch_size"]
+    assert config["acks"] == "all"
+
+
+def test_producer_defaults_are_known_to_kafka_python():
+    config = client_config(make_log(), PRODUCER_DEFAULTS)
+    for key in PRODUCER_DEFAULTS:
+        assert key in config, key
+
+
+def test_admin_defaults_are_known():
+    config = client_config(make_log(), ADMIN_DEFAULTS)
+    assert config["request_timeout_ms"] == ADMIN_DEFAULTS["request_timeout_ms"]
+
+
+# --- partition_for ------------------------------------------------------------------------
+
+# Apache Kafka's clients UtilsTest.testMurmur2 (signed 32-bit results of Utils.murmur2).
+JAVA_MURMUR2 = {
+    b"21": -973932308,
+    b"foobar": -790332482,
+    b"a-little-bit-long-string": -985981536,
+    b"a-little-bit-longer-string": -1486304829,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    b"abc": 479470107,
+}
+
+# kafka-python's test/test_partitioner.py test_murmur2_java_compatibility (1000 partitions),
+# "compare with output from Kafka's org.apache.kafka.clients.producer.Partitioner".
+JAVA_PARTITIONS_OF_1000 = {
+    b"": 681, b"a": 524, b"ab": 434, b"abc": 107, b"123456789": 566, b"\x00 ": 742,
+}
+
+
+@pytest.mark.parametrize("data,expected", sorted(JAVA_PARTITIONS_OF_1000.items()))
+def test_partition_for_matches_java_partitioner(data, expected):
+    assert partition_for(data, list(range(1000))) == expected
+
+
+@pytest.mark.parametrize("data,signed", sorted(JAVA_MURMUR2.items()))
+def test_partition_for_uses_java_murmur2(data, signed):
+    positive = signed & 0x7FFFFFFF  # Utils.toPositive
+    for n in (1, 2, 3, 7, 12, 1000):
+        assert partition_for(data, list(range(n))) == positive % n
+
+
+@pytest.mark.parametrize("data", [b"", b"x", b'{"id":1}', "é".encode(), bytes(range(256))])
+def test_partition_for_equals_kafka_python_choice(data):
+    for n in (1, 3, 8, 64):
+        partitions = list(range(n))
+        expected = partitions[(murmur2(data) & 0x7FFFFFFF) % n]
+        assert partition_for(data, partitions) == expected
+
+
+def test_partition_for_is_stable_and_in_range():
+    partitions = [0, 1, 2, 3, 4]
+    seen = set()
+    for i in range(200):
+        data = f'{{"row":{i}}}'.encode()
+        p = partition_for(data, partitions)
+        assert p == partition_for(data, partitions)
+        assert p in partitions
+        seen.add(p)
+    assert seen == set(partitions)  # spreads over every partition
+
+
+def test_partition_for_indexes_the_given_partition_list():
+    data = b"abc"
+    index = (murmur2(data) & 0x7FFFFFFF) % 3
+    assert partition_for(data, [10, 20, 30]) == [10, 20, 30][index]
+
+
+# --- writer with a fake producer ----------------------------------------------------------
+
+
+class FakeFuture:
+    def __init__(self, partition, offset, error=None):
+        self.partition, self.offset, self.error = partition, offset, error
+        self.callbacks, self.errbacks = [], []
+
+    def add_callback(self, fn):
+        self.callbacks.append(fn)
+
+    def add_errback(self, fn):
+        self.errbacks.append(fn)
+
+    def resolve(self):
+        if self.error is None:
+            meta = type("Meta", (), {"partition": self.partition, "offset": self.offset})()
+            for fn in self.callbacks:
+                fn(meta)
+        else:
+            for fn in self.errbacks:
+                fn(self.error)
+
+
+class FakeProducer:
+    DEFAULT_CONFIG = REAL_PRODUCER.DEFAULT_CONFIG
+    instances = []
+    partitions = {0, 1, 2}
+    fail_on_send = None
+    fail_future = None
+
+    def __init__(self, **config):
+        self.config = config
+        self.calls = []
+        self.sent = []
+        self.futures = []
+        self.offsets = {}
+        FakeProducer.instances.append(self)
+
+    def init_transactions(self):
+        self.calls.append("init_transactions")
+
+    def begin_transaction(self):
+        self.calls.append("begin_transaction")
+
+    def commit_transaction(self):
+        self.calls.append("commit_transaction")
+
+    def abort_transaction(self):
+        self.calls.append("abort_transaction")
+
+    def partitions_for(self, topic):
+        return self.partitions
+
+    def send(self, topic, value=None, key=None, partition=None):
+        if self.fail_on_send is not None:
+            raise self.fail_on_send
+        self.sent.append((topic, key, value, partition))
+        p = partition if partition is not None else 0
+        offset = self.offsets.get(p, 0)
+        self.offsets[p] = offset + 1
+        future = FakeFuture(p, offset, self.fail_future)
+        self.futures.append(future)
+        return future
+
+    def flush(self):
+        self.calls.append("flush")
+        for future in self.futures:
+            future.resolve()
+
+    def close(self, timeout=None):
+        self.calls.append("close")
+
+
+@pytest.fixture
+def fake_producer(monkeypatch):
+    FakeProducer.instances = []
+    monkeypatch.setattr(kafka, "KafkaProducer", FakeProducer)
+    monkeypatch.setattr(FakeProducer, "fail_on_send", None)
+    monkeypatch.setattr(FakeProducer, "fail_future", None)
+    return FakeProducer
+
+
+def test_transactional_writer(fake_producer):
+    log = make_log(consistency="transactional")
+    writer = KafkaLogWriter(log, "analytics.orders")
+    (producer,) = fake_producer.instances
+    assert producer.config["transactional_id"] == "dbt-logstore.analytics.orders"
+    assert producer.config["enable_idempotence"] is True
+    assert producer.config["bootstrap_servers"] == ["b1:9092"]
+    assert producer.calls == ["init_transactions", "begin_transaction"]
+
+    writer.send(b'{"id":1}', b"v1", route=b"r1")
+    writer.send(None, b"v2", route=b"row-image")
+    result = writer.commit()
+
+    assert producer.sent[0] == ("analytics.orders", b'{"id":1}', b"v1", None)  # keyed: default partitioner
+    expected = partition_for(b"row-image", [0, 1, 2])
+    assert producer.sent[1] == ("analytics.orders", None, b"v2", expected)  # keyless: by route
+    assert producer.calls[-3:] == ["flush", "commit_transaction", "close"]
+    assert result.records == 2
+    assert result.topic == "analytics.orders"
+    assert sum(b - a for a, b in result.offsets.values()) == 2
+
+
+def test_eventual_writer_has_no_transaction(fake_producer):
+    writer = KafkaLogWriter(make_log(consistency="eventual"), "s.t")
+    (producer,) = fake_producer.instances
+    assert "transactional_id" not in producer.config
+    assert producer.config["enable_idempotence"] is True
+    writer.send(None, b"v", route=b"r")
+    writer.commit()
+    assert "init_transactions" not in producer.calls
+    assert "commit_transaction" not in producer.calls
+    assert producer.calls[-2:] == ["flush", "close"]
+
+
+def test_writer_send_error_names_key(fake_producer):
+    fake_producer.fail_on_send = KafkaTimeoutError("boom")
+    writer = KafkaLogWriter(make_log(), "s.t")
+    with pytest.raises(DbtRuntimeError) as info:
+        writer.send(b'{"id":7}', b"v", route=b"r")
+    assert '{"id":7}' in str(info.value)
+    assert "analytics.orders" in str(info.value)
+    writer.abort()
+    assert fake_producer.instances[0].calls[-2:] == ["abort_transaction", "close"]
+
+
+def test_writer_async_error_fails_commit(fake_producer):
+    fake_producer.fail_future = KafkaError("record too large")
+    writer = KafkaLogWriter(make_log(), "s.t")
+    writer.send(None, b"v", route=b"r")
+    with pytest.raises(DbtRuntimeError, match="record too large"):
+        writer.commit()
+    assert "commit_transaction" not in fake_producer.instances[0].calls
+
+
+def test_writer_async_error_fails_next_send(fake_producer):
+    fake_producer.fail_future = KafkaError("broken")
+    writer = KafkaLogWriter(make_log(), "s.t")
+    writer.send(None, b"v", route=b"r")
+    fake_producer.instances[0].futures[0].resolve()
+    with pytest.raises(DbtRuntimeError, match="broken"):
+        writer.send(None, b"v2", route=b"r2")
+
+
+def test_writer_unreachable(monkeypatch):
+    class Unreachable(FakeProducer):
+        def __init__(self, **config):
+            raise KafkaTimeoutError("no brokers")
+
+    monkeypatch.setattr(kafka, "KafkaProducer", Unreachable)
+    with pytest.raises(DbtRuntimeError) as info:
+        KafkaLogWriter(make_log(), "s.t")
+    assert "b1:9092" in str(info.value) and "Nothing was changed" in str(info.value)
+
+
+def test_abort_swallows_broker_errors(fake_producer):
+    writer = KafkaLogWriter(make_log(), "s.t")
+    producer = fake_producer.instances[0]
+
+    def fail():
+        raise KafkaError("gone")
+
+    producer.abort_transaction = fail
+    writer.abort()  # no exception
+    assert producer.calls[-1] == "close"
+
+
+# --- prepare with a fake admin ------------------------------------------------------------
+
+
+class FakeAdmin:
+    DEFAULT_CONFIG = kafka.KafkaAdminClient.DEFAULT_CONFIG
+    topics = {}
+    created = []
+    closed = 0
+    create_error = None
+
+    def __init__(self, **config):
+        self.config = config
+
+    def list_topics(self):
+        return list(self.topics)
+
+    def describe_topics(self, names):
+        return [{"topic": n, "partitions": [{"partition": p} for p in range(self.topics[n])]}
+                for n in names]
+
+    def create_topics(self, new_topics):
+        if FakeAdmin.create_error is not None:
+            error, FakeAdmin.create_error = FakeAdmin.create_error, None
+            raise error
+        for t in new_topics:
+            FakeAdmin.created.append((t.name, t.num_partitions, t.replication_factor))
+            self.topics[t.name] = t.num_partitions
+
+    def close(self):
+        FakeAdmin.closed += 1
+
+
+@pytest.fixture
+def fake_admin(monkeypatch):
+    monkeypatch.setattr(FakeAdmin, "topics", {})
+    monkeypatch.setattr(FakeAdmin, "created", [])
+    monkeypatch.setattr(FakeAdmin, "closed", 0)
+    monkeypatch.setattr(FakeAdmin, "create_error", None)
+    monkeypatch.setattr(kafka, "KafkaAdminClient", FakeAdmin)
+    return FakeAdmin
+
+
+def test_prepare_creates_missing_topic(fake_admin):
+    KafkaLogSystem().prepare(make_log(partitions=3, replication=2))
+    assert fake_admin.created == [("analytics.orders", 3, 2)]
+    assert fake_admin.closed == 1
+
+
+def test_prepare_keeps_existing_topic(fake_admin):
+    fake_admin.topics["analytics.orders"] = 6
+    KafkaLogSystem().prepare(make_log(partitions=3))
+    assert fake_admin.created == []
+
+
+def test_prepare_rejects_topic_with_fewer_partitions(fake_admin):
+    fake_admin.topics["analytics.orders"] = 2
+    with pytest.raises(LogConfigError) as info:
+        KafkaLogSystem().prepare(make_log(partitions=4))
+    assert "has 2 partitions" in str(info.value)
+    assert "log.system.partitions" in str(info.value)
+    assert fake_admin.closed == 1
+
+
+def test_prepare_concurrent_creation(fake_admin, monkeypatch):
+    class Racing(FakeAdmin):
+        def create_topics(self, new_topics):
+            self.topics["analytics.orders"] = 1
+            raise TopicAlreadyExistsError("exists")
+
+    monkeypatch.setattr(kafka, "KafkaAdminClient", Racing)
+    with pytest.raises(LogConfigError, match="has 1 partitions"):
+        KafkaLogSystem().prepare(make_log(partitions=2))
+
+
+def test_prepare_unreachable(monkeypatch):
+    class Unreachable(FakeAdmin):
+        def __init__(self, **config):
+            raise KafkaTimeoutError("no brokers")
+
+    monkeypatch.setattr(kafka, "KafkaAdminClient", Unreachable)
+    with pytest.raises(DbtRuntimeError, match="is not usable"):
+        KafkaLogSystem().prepare(make_log())
+
+
+def test_kafka_log_system_is_registered():
+    from dbt.adapters.logstore.log_system import _REGISTRY
+
+    assert _REGISTRY["kafka"] is KafkaLogSystem
+    assert KafkaLogSystem.name == "kafka"
+    assert kafka_log.KafkaLogSystem is KafkaLogSystem

@@ -1,0 +1,338 @@
+"""Config resolution: spellings, defaults, validation messages, secrets."""
+import pytest
+
+from dbt.adapters.logstore.log_config import (
+    LogConfig,
+    LogConfigError,
+    ModelRef,
+    resolve_log_config,
+)
+
+SERVERS = "broker-1:9092,broker-2:9092"
+
+
+def ref(materialized="table", **kw):
+    kw.setdefault("name", "orders_model")
+    kw.setdefault("schema", "analytics")
+    kw.setdefault("alias", "orders")
+    return ModelRef(materialized=materialized, **kw)
+
+
+def resolve(raw, model=None, servers=SERVERS, properties=None):
+    return resolve_log_config(model or ref(), raw, profile_bootstrap_servers=servers,
+                              profile_properties=properties)
+
+
+def error_of(raw, model=None, servers=SERVERS) -> str:
+    with pytest.raises(LogConfigError) as info:
+        resolve(raw, model=model, servers=servers)
+    return str(info.value)
+
+
+# --- defaults ----------------------------------------------------------------------------
+
+
+def test_no_log_options_means_disabled():
+    log = resolve({})
+    assert log == LogConfig(model="orders_model")
+    assert log.system == "none"
+    assert not log.enabled
+    assert log.topic is None
+    assert log.table_properties() == {"log.system": "none"}
+
+
+def test_explicit_none_disables_and_skips_other_validation():
+    # with no log, other log options are not looked at (even invalid ones)
+    log = resolve({"log.system": "none", "log.system.partitions": "abc"},
+                  model=ref(materialized="view"))
+    assert not log.enabled
+
+
+def test_kafka_defaults():
+    log = resolve({"log.system": "kafka"})
+    assert log.enabled
+    assert log.system == "kafka"
+    assert log.topic == "analytics.orders"  # <schema>.<alias>
+    assert log.bootstrap_servers == SERVERS  # from the profile
+    assert log.consistency == "transactional"
+    assert log.transactional
+    assert log.partitions == 1
+    assert log.replication == 1
+    assert log.unique_key == ()
+    assert not log.keyed
+
+
+def test_default_topic_uses_alias_not_model_name():
+    log = resolve({"log.system": "kafka"}, model=ref(name="stg_orders", alias="orders_v2"))
+    assert log.topic == "analytics.orders_v2"
+    assert log.model == "stg_orders"
+
+
+def test_system_value_is_case_and_whitespace_insensitive():
+    assert resolve({"log.system": " KAFKA "}).system == "kafka"
+    assert resolve({"log.system": "kafka", "log.consistency": "Eventual"}).consistency == "eventual"
+
+
+# --- both spellings ----------------------------------------------------------------------
+
+DOTTED = {
+    "log.system": "kafka",
+    "kafka.topic": "custom.topic",
+    "log.consistency": "eventual",
+    "kafka.bootstrap.servers": "model-broker:9093",
+    "log.system.partitions": 6,
+    "log.system.replication": 3,
+}
+UNDERSCORED = {
+    "log_system": "kafka",
+    "kafka_topic": "custom.topic",
+    "log_consistency": "eventual",
+    "kafka_bootstrap_servers": "model-broker:9093",
+    "log_system_partitions": 6,
+    "log_system_replication": 3,
+}
+
+
+@pytest.mark.parametrize("raw", [DOTTED, UNDERSCORED], ids=["dotted", "underscored"])
+def test_both_spellings_resolve_identically(raw):
+    log = resolve(raw)
+    assert log.system == "kafka"
+    assert log.topic == "custom.topic"
+    assert log.consistency == "eventual"
+    assert not log.transactional
+    assert log.bootstrap_servers == "model-broker:9093"  # model wins over profile
+    assert log.partitions == 6
+    assert log.replication == 3
+
+
+def test_mixed_spellings():
+    log = resolve({"log_system": "kafka", "kafka.topic": "t1", "log_system_partitions": "4"})
+    assert (log.system, log.topic, log.partitions) == ("kafka", "t1", 4)
+
+
+def test_same_option_both_spellings_same_value_is_fine():
+    log = resolve({"log.system": "kafka", "log_system": "kafka",
+                   "log.system.partitions": 3, "log_system_partitions": "3"})
+    assert log.partitions == 3
+
+
+@pytest.mark.parametrize("dotted,underscored,a,b", [
+    ("log.system", "log_system", "kafka", "none"),
+    ("kafka.topic", "kafka_topic", "t1", "t2"),
+    ("log.consistency", "log_consistency", "transactional", "eventual"),
+    ("kafka.bootstrap.servers", "kafka_bootstrap_servers", "a:1", "b:2"),
+    ("log.system.partitions", "log_system_partitions", 1, 2),
+    ("log.system.replication", "log_system_replication", 1, 3),
+])
+def test_same_option_both_spellings_conflicting_values_fails(dotted, underscored, a, b):
+    raw = {"log.system": "kafka", dotted: a, underscored: b}
+    message = error_of(raw)
+    assert "orders_model" in message
+    assert dotted in message and underscored in message
+    assert repr(a) in message and repr(b) in message
+
+
+# --- servers -----------------------------------------------------------------------------
+
+
+def test_profile_servers_used_when_model_has_none():
+    assert resolve({"log.system": "kafka"}, servers="p:9092").bootstrap_servers == "p:9092"
+
+
+def test_model_servers_override_profile():
+    log = resolve({"log.system": "kafka", "kafka_bootstrap_servers": " m:1 "}, servers="p:9092")
+    assert log.bootstrap_servers == "m:1"
+
+
+@pytest.mark.parametrize("servers", [None, "", "   "])
+def test_missing_servers_fails(servers):
+    message = error_of({"log.system": "kafka"}, servers=servers)
+    assert "orders_model" in message
+    assert "kafka.bootstrap.servers" in message
+    assert "kafka_bootstrap_servers" in message
+
+
+# --- invalid values ------------------------------------------------------------------------
+
+
+def test_invalid_log_system():
+    message = error_of({"log.system": "pulsar"})
+    assert "orders_model" in message
+    assert "log.system" in message
+    assert "pulsar" in message
+    assert "none, kafka" in message
+
+
+def test_invalid_log_system_underscored_spelling():
+    message = error_of({"log_system": "kinesis"})
+    assert "orders_model" in message and "log.system" in message and "none, kafka" in message
+
+
+def test_invalid_consistency():
+    message = error_of({"log.system": "kafka", "log_consistency": "strong"})
+    assert "orders_model" in message
+    assert "log.consistency" in message
+    assert "strong" in message
+    assert "transactional, eventual" in message
+
+
+@pytest.mark.parametrize("key", ["log.system.partitions", "log_system_partitions",
+                                 "log.system.replication", "log_system_replication"])
+@pytest.mark.parametrize("value", [0, -1, "abc", "0", "1.5", ""])
+def test_invalid_partitions_and_replication(key, value):
+    message = error_of({"log.system": "kafka", key: value})
+    canonical = key.replace("_", ".")
+    assert "orders_model" in message
+    assert canonical in message
+    assert "a positive integer" in message
+    assert repr(value) in message
+
+
+@pytest.mark.parametrize("value,expected", [(1, 1), ("12", 12), (" 7 ", 7), (100, 100)])
+def test_partitions_accepts_positive_ints_and_strings(value, expected):
+    assert resolve({"log.system": "kafka", "log.system.partitions": value}).partitions == expected
+
+
+@pytest.mark.parametrize("topic", [
+    "has space", "slash/topic", "colon:topic", "ümlaut", ".", "..", "x" * 250, "star*",
+])
+def test_invalid_topic_names(topic):
+    message = error_of({"log.system": "kafka", "kafka.topic": topic})
+    assert "orders_model" in message
+    assert "kafka.topic" in message
+    assert "1-249 characters" in message
+    assert "'.', '_', '-'" in message
+
+
+def test_invalid_default_topic_from_schema_is_rejected():
+    message = error_of({"log.system": "kafka"}, model=ref(schema="my schema"))
+    assert "kafka.topic" in message and "my schema.orders" in message
+
+
+def test_topic_with_trailing_newline_is_rejected():
+    # e.g. a YAML block scalar `kafka_topic: |` leaves a trailing newline; Kafka rejects the
+    # name, so config resolution must too (before anything is touched).
+    message = error_of({"log.system": "kafka", "kafka.topic": "orders\n"})
+    assert "kafka.topic" in message
+
+
+@pytest.mark.parametrize("topic", ["a", "x" * 249, "a.b_c-D9", "...", "._-"])
+def test_valid_topic_names(topic):
+    assert resolve({"log.system": "kafka", "kafka.topic": topic}).topic == topic
+
+
+# --- materializations, strategies, language -----------------------------------------------
+
+
+@pytest.mark.parametrize("materialized", ["view", "ephemeral", "seed", "snapshot",
+                                          "materialized_view"])
+def test_log_on_non_table_materialization_fails(materialized):
+    message = error_of({"log.system": "kafka"}, model=ref(materialized=materialized))
+    assert "orders_model" in message
+    assert f"materialized='{materialized}'" in message
+    assert "table, incremental" in message
+
+
+@pytest.mark.parametrize("materialized", ["view", "ephemeral", "seed", "snapshot"])
+def test_no_log_on_non_table_materialization_is_fine(materialized):
+    assert not resolve({}, model=ref(materialized=materialized)).enabled
+
+
+@pytest.mark.parametrize("strategy", ["merge", "microbatch", "delete+insert"])
+def test_incremental_unsupported_strategy_fails(strategy):
+    message = error_of({"log.system": "kafka"},
+                       model=ref(materialized="incremental", incremental_strategy=strategy))
+    assert "orders_model" in message
+    assert f"incremental_strategy='{strategy}'" in message
+    assert "append, insert_overwrite" in message
+
+
+@pytest.mark.parametrize("strategy", [None, "append", "insert_overwrite"])
+def test_incremental_supported_strategies(strategy):
+    log = resolve({"log.system": "kafka"},
+                  model=ref(materialized="incremental", incremental_strategy=strategy))
+    assert log.enabled
+
+
+def test_strategy_ignored_for_table_materialization():
+    assert resolve({"log.system": "kafka"},
+                   model=ref(materialized="table", incremental_strategy="merge")).enabled
+
+
+def test_python_model_fails():
+    message = error_of({"log.system": "kafka"}, model=ref(language="python"))
+    assert "orders_model" in message
+    assert "python" in message
+    assert "SQL" in message
+
+
+# --- unique_key --------------------------------------------------------------------------
+
+
+def test_unique_key_string_becomes_tuple():
+    log = resolve({"log.system": "kafka", "unique_key": "id"})
+    assert log.unique_key == ("id",)
+    assert log.keyed
+
+
+def test_unique_key_list_becomes_tuple():
+    log = resolve({"log.system": "kafka", "unique_key": ["tenant", "id"]})
+    assert log.unique_key == ("tenant", "id")
+    assert isinstance(log.unique_key, tuple)
+
+
+@pytest.mark.parametrize("value", [5, ["id", 3], {"id": 1}])
+def test_unique_key_invalid(value):
+    message = error_of({"log.system": "kafka", "unique_key": value})
+    assert "orders_model" in message and "unique_key" in message
+    assert "a column name or a list of column names" in message
+
+
+# --- properties and secrets --------------------------------------------------------------
+
+
+def test_table_properties_of_enabled_log():
+    log = resolve(dict(DOTTED))
+    assert log.table_properties() == {
+        "log.system": "kafka",
+        "kafka.topic": "custom.topic",
+        "kafka.bootstrap.servers": "model-broker:9093",
+        "log.consistency": "eventual",
+        "log.system.partitions": "6",
+        "log.system.replication": "3",
+    }
+
+
+SECRET = "s3cr3t-Pa55word!"
+SECRET_PROPS = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                "sasl.plain.username": "svc-user", "sasl.plain.password": SECRET}
+
+
+def test_client_properties_kept_but_not_in_table_properties():
+    log = resolve({"log.system": "kafka"}, properties=SECRET_PROPS)
+    assert dict(log.client_properties) == SECRET_PROPS
+    props = log.table_properties()
+    for key, value in SECRET_PROPS.items():
+        assert key not in props
+    assert SECRET not in " ".join(f"{k}={v}" for k, v in props.items())
+
+
+def test_repr_and_str_do_not_contain_secrets():
+    log = resolve({"log.system": "kafka"}, properties=SECRET_PROPS)
+    assert SECRET not in repr(log)
+    assert SECRET not in str(log)
+    assert "sasl" not in repr(log)
+
+
+def test_client_properties_are_copied():
+    props = dict(SECRET_PROPS)
+    log = resolve({"log.system": "kafka"}, properties=props)
+    props["sasl.plain.password"] = "changed"
+    assert log.client_properties["sasl.plain.password"] == SECRET
+
+
+def test_client_properties_do_not_affect_equality():
+    a = resolve({"log.system": "kafka"}, properties=SECRET_PROPS)
+    b = resolve({"log.system": "kafka"}, properties={})
+    assert a == b
+    assert hash(a) == hash(b)

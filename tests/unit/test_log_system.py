@@ -1,0 +1,93 @@
+"""The log-system interface: WriteResult, registry."""
+import pytest
+
+from dbt.adapters.logstore import log_system
+from dbt.adapters.logstore.log_system import LogSystem, WriteResult, get_log_system, register
+
+
+def test_write_result_defaults():
+    result = WriteResult(topic="t")
+    assert result.records == 0
+    assert result.offsets == {}
+    assert result.describe() == "0 records to t"
+
+
+def test_acknowledge_first_offset():
+    result = WriteResult(topic="t")
+    result.acknowledge(0, 5)
+    assert result.offsets == {0: (5, 6)}
+
+
+def test_acknowledge_tracks_range_per_partition_out_of_order():
+    result = WriteResult(topic="t")
+    for partition, offset in [(0, 5), (0, 3), (0, 7), (2, 10), (0, 4), (2, 11)]:
+        result.acknowledge(partition, offset)
+    assert result.offsets == {0: (3, 8), 2: (10, 12)}
+
+
+def test_acknowledge_repeated_offset_is_idempotent():
+    result = WriteResult(topic="t")
+    result.acknowledge(1, 0)
+    result.acknowledge(1, 0)
+    assert result.offsets == {1: (0, 1)}
+
+
+def test_describe_with_offsets_sorted_by_partition():
+    result = WriteResult(topic="analytics.orders", records=5)
+    result.acknowledge(2, 10)
+    result.acknowledge(0, 3)
+    result.acknowledge(0, 4)
+    result.acknowledge(0, 5)
+    result.acknowledge(2, 11)
+    assert result.describe() == "5 records to analytics.orders (p0:3-5, p2:10-11)"
+
+
+def test_describe_single_record():
+    result = WriteResult(topic="t", records=1)
+    result.acknowledge(0, 0)
+    assert result.describe() == "1 records to t (p0:0-0)"
+
+
+def test_write_results_do_not_share_offsets():
+    a, b = WriteResult(topic="a"), WriteResult(topic="b")
+    a.acknowledge(0, 1)
+    assert b.offsets == {}
+
+
+def test_get_log_system_kafka():
+    from dbt.adapters.logstore.kafka_log import KafkaLogSystem
+
+    system = get_log_system("kafka")
+    assert isinstance(system, KafkaLogSystem)
+    assert isinstance(system, LogSystem)
+    assert get_log_system("kafka") is not system  # a fresh instance per call
+
+
+def test_get_log_system_unknown():
+    with pytest.raises(ValueError) as info:
+        get_log_system("pulsar")
+    assert "'pulsar'" in str(info.value)
+    assert "kafka" in str(info.value)  # names the known systems
+
+
+def test_register_custom_system(monkeypatch):
+    monkeypatch.setattr(log_system, "_REGISTRY", dict(log_system._REGISTRY))
+
+    class Custom(LogSystem):
+        name = "custom"
+
+        def prepare(self, log):
+            pass
+
+        def open_writer(self, log, writer_id):
+            raise NotImplementedError
+
+    register("custom", Custom)
+    assert isinstance(get_log_system("custom"), Custom)
+
+
+def test_interfaces_are_abstract():
+    with pytest.raises(TypeError):
+        LogSystem()
+    with pytest.raises(TypeError):
+        log_system.LogWriter()

@@ -1,0 +1,144 @@
+"""The reader's replay of change records (no broker)."""
+from decimal import Decimal
+
+import pytest
+
+from dbt.adapters.logstore.reader import ChangeRecord, Replica, decode_json
+
+_offset = iter(range(10_000))
+
+
+def rec(op, key=None, before=None, after=None):
+    return ChangeRecord(partition=0, offset=next(_offset), key=key, op=op, before=before,
+                        after=after, ts_ms=0)
+
+
+# --- decode_json --------------------------------------------------------------------------
+
+
+def test_decode_json_none():
+    assert decode_json(None) is None
+
+
+def test_decode_json_keeps_decimals_exact():
+    value = decode_json(b'{"amount":12345678901234567890.123456789,"rate":0.1,"n":3}')
+    assert value["amount"] == Decimal("12345678901234567890.123456789")
+    assert isinstance(value["amount"], Decimal)
+    assert value["rate"] == Decimal("0.1")
+    assert str(value["rate"]) == "0.1"
+    assert value["n"] == 3 and isinstance(value["n"], int)
+
+
+def test_decode_json_keeps_scale():
+    assert str(decode_json(b'{"x":1.50}')["x"]) == "1.50"
+
+
+def test_decode_json_envelope():
+    value = decode_json(b'{"before":null,"after":{"id":1},"op":"c","ts_ms":5,"source":{}}')
+    assert value["before"] is None
+    assert value["after"] == {"id": 1}
+
+
+# --- keyed replay -------------------------------------------------------------------------
+
+
+def test_keyed_insert_update_delete():
+    r = Replica()
+    r.apply(rec("c", key={"id": 1}, after={"id": 1, "v": "a"}))
+    r.apply(rec("c", key={"id": 2}, after={"id": 2, "v": "b"}))
+    assert r.rows() == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+
+    r.apply(rec("u", key={"id": 1}, before={"id": 1, "v": "a"}, after={"id": 1, "v": "A"}))
+    assert r.rows() == [{"id": 1, "v": "A"}, {"id": 2, "v": "b"}]
+
+    r.apply(rec("d", key={"id": 2}, before={"id": 2, "v": "b"}))
+    assert r.rows() == [{"id": 1, "v": "A"}]
+
+
+def test_keyed_insert_of_existing_key_upserts():
+    r = Replica()
+    r.apply(rec("c", key={"id": 1}, after={"id": 1, "v": 1}))
+    r.apply(rec("c", key={"id": 1}, after={"id": 1, "v": 2}))
+    assert r.rows() == [{"id": 1, "v": 2}]
+
+
+def test_keyed_delete_of_unknown_key_is_ignored():
+    r = Replica()
+    r.apply(rec("d", key={"id": 9}))
+    assert r.rows() == []
+
+
+def test_keyed_tombstone_deletes_by_key():
+    r = Replica()
+    r.apply(rec("c", key={"id": 1}, after={"id": 1}))
+    r.apply(rec("d", key={"id": 1}, before=None, after=None))  # a tombstone has no images
+    assert r.rows() == []
+
+
+def test_composite_key_order_does_not_matter():
+    r = Replica()
+    r.apply(rec("c", key={"tenant": "t", "id": 1}, after={"tenant": "t", "id": 1, "v": 1}))
+    r.apply(rec("u", key={"id": 1, "tenant": "t"}, after={"tenant": "t", "id": 1, "v": 2}))
+    assert r.rows() == [{"tenant": "t", "id": 1, "v": 2}]
+    r.apply(rec("d", key={"id": 1, "tenant": "t"}))
+    assert r.rows() == []
+
+
+def test_distinct_keys_are_distinct():
+    r = Replica()
+    r.apply(rec("c", key={"id": 1}, after={"id": 1}))
+    r.apply(rec("c", key={"id": "1"}, after={"id": "1"}))
+    assert len(r.rows()) == 2
+
+
+def test_decimal_keys():
+    r = Replica()
+    r.apply(rec("c", key={"id": Decimal("1.10")}, after={"id": Decimal("1.10")}))
+    r.apply(rec("d", key={"id": Decimal("1.10")}))
+    assert r.rows() == []
+
+
+# --- keyless replay -----------------------------------------------------------------------
+
+
+def test_keyless_add_and_remove_one_equal_row():
+    r = Replica()
+    row = {"x": 1, "y": "a"}
+    r.apply(rec("c", after=dict(row)))
+    r.apply(rec("c", after=dict(row)))
+    r.apply(rec("c", after={"x": 2, "y": "b"}))
+    assert len(r.rows()) == 3
+
+    r.apply(rec("d", before=dict(row)))  # removes one of the two equal rows
+    assert r.rows() == [{"x": 1, "y": "a"}, {"x": 2, "y": "b"}]
+
+    r.apply(rec("d", before=dict(row)))
+    assert r.rows() == [{"x": 2, "y": "b"}]
+
+
+def test_keyless_delete_of_never_seen_row_raises():
+    r = Replica()
+    r.apply(rec("c", after={"x": 1}))
+    with pytest.raises(ValueError):
+        r.apply(rec("d", before={"x": 2}))
+    assert r.rows() == [{"x": 1}]
+
+
+def test_keyless_delete_on_empty_replica_raises():
+    with pytest.raises(ValueError):
+        Replica().apply(rec("d", before={"x": 1}))
+
+
+def test_keyless_decimal_rows_compare_by_value():
+    r = Replica()
+    r.apply(rec("c", after=decode_json(b'{"amount":1.50}')))
+    r.apply(rec("d", before=decode_json(b'{"amount":1.50}')))
+    assert r.rows() == []
+
+
+def test_keyed_and_keyless_rows_listed_together():
+    r = Replica()
+    r.apply(rec("c", key={"id": 1}, after={"id": 1}))
+    r.apply(rec("c", after={"free": True}))
+    assert r.rows() == [{"id": 1}, {"free": True}]
+    assert r.rows() is not r.rows()  # a copy
