@@ -1,6 +1,6 @@
 """dbt's own adapter test suite, run on the session method: without a log, the adapter
 behaves as dbt-spark (upstream skips most of these on the session method)."""
-import pytest
+from dbt.tests.adapter.basic.test_adapter_methods import BaseAdapterMethod
 from dbt.tests.adapter.basic.test_base import BaseSimpleMaterializations
 from dbt.tests.adapter.basic.test_empty import BaseEmpty
 from dbt.tests.adapter.basic.test_ephemeral import BaseEphemeral
@@ -49,4 +49,8 @@ class TestTableMaterialization(BaseTableMaterialization):
 
 
 class TestValidateConnection(BaseValidateConnection):
+    pass
+
+
+class TestAdapterMethod(BaseAdapterMethod):
     pass

@@ -130,7 +130,8 @@ class EmbeddedBroker:
         self.pid_file.unlink(missing_ok=True)
         if pid is None:
             return False
-        os.kill(pid, signal.SIGTERM)
+        # tansu exits at once on SIGINT; on SIGTERM it waits ~5 s for open client connections
+        os.kill(pid, signal.SIGINT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.1)
