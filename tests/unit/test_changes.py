@@ -17,7 +17,7 @@ from dbt.adapters.logstore.changes import (
     inserts_sql,
     keyed_diff_sql,
     keyless_diff_sql,
-    scoped_to_partitions,
+    scoped_to,
 )
 from dbt.adapters.logstore.encoding import json_object_sql
 
@@ -141,12 +141,12 @@ def test_keyless_diff_deletes_then_inserts():
 # --- partition scoping --------------------------------------------------------------------
 
 
-def test_scoped_to_partitions_without_partitions_is_identity():
-    assert scoped_to_partitions(OLD, NEW, ()) is OLD
+def test_scoped_to_without_partitions_is_identity():
+    assert scoped_to(OLD, NEW, ()) is OLD
 
 
-def test_scoped_to_partitions_uses_left_semi_join():
-    scoped = scoped_to_partitions(OLD, NEW, ("dt", "region"))
+def test_scoped_to_uses_left_semi_join():
+    scoped = scoped_to(OLD, NEW, ("dt", "region"))
     assert scoped.columns == OLD.columns
     assert scoped.relation == (
         "(select o.* from db.orders o left semi join "
@@ -158,14 +158,14 @@ def test_scoped_to_partitions_uses_left_semi_join():
 def test_change_set_with_partitions_scopes_old_side_keyless():
     sql = change_set_sql(NEW, OLD, (), ("dt",))
     assert norm(sql).count(" left semi join ") == 2  # old image appears in both except alls
-    scoped = scoped_to_partitions(OLD, NEW, ("dt",)).relation
+    scoped = scoped_to(OLD, NEW, ("dt",)).relation
     assert f"from {scoped})" in sql
     assert "from db.orders)" not in sql  # the unscoped old relation is never read
 
 
 def test_change_set_with_partitions_scopes_old_side_keyed():
     sql = change_set_sql(NEW, OLD, ("id",), ("dt",))
-    scoped = scoped_to_partitions(OLD, NEW, ("dt",)).relation
+    scoped = scoped_to(OLD, NEW, ("dt",)).relation
     assert f"true as __logstore_present from {scoped}) o full outer join" in sql
     assert "true as __logstore_present from db.orders__staged) n" in sql
     assert norm(sql).count(" left semi join ") == 1

@@ -70,7 +70,8 @@ def test_default_topic_uses_alias_not_model_name():
 
 def test_system_value_is_case_and_whitespace_insensitive():
     assert resolve({"log.system": " KAFKA "}).system == "kafka"
-    assert resolve({"log.system": "kafka", "log.consistency": "Eventual"}).consistency == "eventual"
+    assert resolve({"log.system": "kafka", "log.consistency": "Eventual",
+                    "unique_key": "id"}).consistency == "eventual"
 
 
 # --- both spellings ----------------------------------------------------------------------
@@ -82,6 +83,7 @@ DOTTED = {
     "kafka.bootstrap.servers": "model-broker:9093",
     "log.system.partitions": 6,
     "log.system.replication": 3,
+    "unique_key": "id",
 }
 UNDERSCORED = {
     "log_system": "kafka",
@@ -90,6 +92,7 @@ UNDERSCORED = {
     "kafka_bootstrap_servers": "model-broker:9093",
     "log_system_partitions": 6,
     "log_system_replication": 3,
+    "unique_key": "id",
 }
 
 
@@ -238,13 +241,13 @@ def test_no_log_on_non_table_materialization_is_fine(materialized):
     assert not resolve({}, model=ref(materialized=materialized)).enabled
 
 
-@pytest.mark.parametrize("strategy", ["merge", "microbatch", "delete+insert"])
+@pytest.mark.parametrize("strategy", ["microbatch", "delete+insert"])
 def test_incremental_unsupported_strategy_fails(strategy):
     message = error_of({"log.system": "kafka"},
                        model=ref(materialized="incremental", incremental_strategy=strategy))
     assert "orders_model" in message
     assert f"incremental_strategy='{strategy}'" in message
-    assert "append, insert_overwrite" in message
+    assert "append, insert_overwrite, merge" in message
 
 
 @pytest.mark.parametrize("strategy", [None, "append", "insert_overwrite"])
@@ -298,8 +301,13 @@ def test_table_properties_of_enabled_log():
         "kafka.topic": "custom.topic",
         "kafka.bootstrap.servers": "model-broker:9093",
         "log.consistency": "eventual",
+        "log.changelog-mode": "upsert",
+        "log.format": "debezium-json",
+        "log.key.format": "json",
+        "log.ignore-delete": "false",
         "log.system.partitions": "6",
         "log.system.replication": "3",
+        "log.key": "id",
     }
 
 
@@ -336,3 +344,78 @@ def test_client_properties_do_not_affect_equality():
     b = resolve({"log.system": "kafka"}, properties={})
     assert a == b
     assert hash(a) == hash(b)
+
+
+# --- the full option surface (changelog modes, formats, pass-through, Amoro spellings) ------
+
+
+def test_changelog_mode_auto_follows_the_key():
+    assert resolve({"log.system": "kafka"}).changelog_mode == "all"
+    assert resolve({"log.system": "kafka", "unique_key": "id"}).changelog_mode == "upsert"
+    assert resolve({"log.system": "kafka", "unique_key": "id",
+                    "log_changelog_mode": "all"}).changelog_mode == "all"
+
+
+def test_upsert_without_key_fails():
+    message = error_of({"log.system": "kafka", "log.changelog-mode": "upsert"})
+    assert "orders_model" in message and "'log.changelog-mode'" in message and "unique_key" in message
+
+
+def test_eventual_without_key_fails():
+    message = error_of({"log.system": "kafka", "log.consistency": "eventual"})
+    assert "orders_model" in message and "'log.consistency'" in message and "unique_key" in message
+
+
+@pytest.mark.parametrize("key,value,allowed", [
+    ("log.changelog-mode", "retract", "auto, all, upsert"),
+    ("log.format", "avro", "debezium-json, json"),
+    ("log.key.format", "csv", "json"),
+    ("log.ignore-delete", "maybe", "true, false"),
+])
+def test_invalid_choices_name_the_allowed_values(key, value, allowed):
+    message = error_of({"log.system": "kafka", "unique_key": "id", key: value})
+    assert f"'{key}'" in message and value in message and allowed in message
+
+
+def test_unknown_key_under_log_prefix_fails():
+    message = error_of({"log.system": "kafka", "log.sytem.partitions": 3})
+    assert "unknown config key 'log.sytem.partitions'" in message and "log.system.partitions" in message
+
+
+def test_amoro_spellings():
+    log = resolve({"log-store.enabled": True, "log-store.topic": "amoro.t",
+                   "log-store.address": "amoro:9092", "properties.linger.ms": "7"})
+    assert (log.system, log.topic, log.bootstrap_servers) == ("kafka", "amoro.t", "amoro:9092")
+    assert log.client_properties["linger.ms"] == "7"
+    assert not resolve({"log-store.enabled": "false"}).enabled
+
+
+def test_amoro_and_paimon_spellings_must_agree():
+    message = error_of({"log.system": "kafka", "kafka.topic": "a", "log-store.topic": "b"})
+    assert "'kafka.topic'" in message and "'log-store.topic'" in message
+
+
+def test_kafka_pass_through_and_topic_config():
+    log = resolve({"log.system": "kafka", "kafka.linger.ms": 5, "kafka.topic-config.cleanup.policy": "compact"},
+                  properties={"linger.ms": "100", "security.protocol": "SSL"})
+    assert log.client_properties == {"linger.ms": "5", "security.protocol": "SSL"}  # model wins
+    assert log.topic_config == {"cleanup.policy": "compact"}
+
+
+def test_same_client_property_twice_differently_fails():
+    message = error_of({"log.system": "kafka", "kafka.acks": "all", "properties.acks": "1"})
+    assert "acks" in message and "twice" in message
+
+
+def test_emit_mode_other_than_file_log_fails():
+    message = error_of({"log.system": "kafka", "mixed-format.emit.mode": "log"})
+    assert "'mixed-format.emit.mode'" in message and "file,log" in message
+    assert resolve({"log.system": "kafka", "mixed-format.emit.mode": "file, log"}).enabled
+
+
+def test_merge_needs_a_key():
+    message = error_of({"log.system": "kafka"},
+                       model=ref(materialized="incremental", incremental_strategy="merge"))
+    assert "unique_key" in message
+    assert resolve({"log.system": "kafka", "unique_key": "id"},
+                   model=ref(materialized="incremental", incremental_strategy="merge")).enabled

@@ -30,14 +30,15 @@ class ChangeInput:
     columns: Sequence[str]
 
 
-def scoped_to_partitions(old: ChangeInput, new: ChangeInput, partition_by: Sequence[str]) -> ChangeInput:
-    """Restrict the old rows to the partitions the new rows overwrite (insert_overwrite)."""
-    if not partition_by:
+def scoped_to(old: ChangeInput, new: ChangeInput, scope_by: Sequence[str]) -> ChangeInput:
+    """Restrict the old rows to those the new rows replace: the partitions an insert_overwrite
+    rewrites, or the keys an upsert touches."""
+    if not scope_by:
         return old
     on = " and ".join(
-        f"o.{quote_identifier(p)} <=> s.{quote_identifier(p)}" for p in partition_by
+        f"o.{quote_identifier(p)} <=> s.{quote_identifier(p)}" for p in scope_by
     )
-    cols = ", ".join(quote_identifier(p) for p in partition_by)
+    cols = ", ".join(quote_identifier(p) for p in scope_by)
     return ChangeInput(
         relation=f"(select o.* from {old.relation} o left semi join "
                  f"(select distinct {cols} from {new.relation}) s on {on})",
@@ -94,15 +95,35 @@ def change_set_sql(
     new: ChangeInput,
     old: Optional[ChangeInput],
     unique_key: Sequence[str] = (),
-    partition_by: Sequence[str] = (),
+    scope_by: Sequence[str] = (),
+    ignore_delete: bool = False,
 ) -> str:
-    """The change set from `old` to `new`; with no old rows every new row is an insert."""
+    """The change set from `old` to `new`; with no old rows every new row is an insert.
+    `scope_by` limits the old rows to those sharing these columns' values with new rows."""
     if old is None:
-        return inserts_sql(new, unique_key)
-    old = scoped_to_partitions(old, new, partition_by)
-    if unique_key:
-        return keyed_diff_sql(old, new, unique_key)
-    return keyless_diff_sql(old, new)
+        sql = inserts_sql(new, unique_key)
+    elif unique_key:
+        sql = keyed_diff_sql(scoped_to(old, new, scope_by), new, unique_key)
+    else:
+        sql = keyless_diff_sql(scoped_to(old, new, scope_by), new)
+    if ignore_delete:  # log.ignore-delete: the log never carries deletes
+        sql = f"select * from ({sql}) where {OP} <> 'd'"
+    return sql
+
+
+def upserted_rows_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str]) -> str:
+    """The table's rows after upserting `new` into `old` by key (for file formats without
+    MERGE): old rows whose key is not in `new`, then every new row, in the old column order."""
+    on = " and ".join(f"o.{quote_identifier(k)} <=> n.{quote_identifier(k)}" for k in unique_key)
+    cols = ", ".join(quote_identifier(c) for c in old.columns)
+    return (
+        f"select o.* from {old.relation} o left anti join {new.relation} n on {on} "
+        f"union all select {cols} from {new.relation}"
+    )
+
+
+def non_insert_count_sql(changes_relation: str) -> str:
+    return f"select count(*) from {changes_relation} where {OP} <> 'c'"
 
 
 def duplicate_keys_sql(relation: str, unique_key: Sequence[str], limit: int = 3) -> str:

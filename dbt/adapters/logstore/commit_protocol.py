@@ -1,6 +1,7 @@
 """The commit protocol: the order in which a logged model changes its table and its log.
 
-1. `prepare`: the log is reachable and the topic exists, else fail before anything changes.
+1. `prepare`: the log is reachable and the topic exists, else fail before anything changes;
+   a log that starts now (`log_is_new`) first receives the table's current rows as inserts.
 2. The new rows are staged and the commit's change set is written to a change table
    `<model>__logstore_changes`, tagged with a change-set id (the dbt invocation id).
 3. The table commit; the table is tagged `logstore.changeset.committed = <id>` in the same step
@@ -19,13 +20,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
-from dbt.adapters.logstore.encoding import EnvelopeWriter, key_bytes
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, key_bytes
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_system import WriteResult, get_log_system
 
 CHANGESET_ID = "logstore.changeset.id"
 COMMITTED = "logstore.changeset.committed"
 MIRRORED = "logstore.changeset.mirrored"
+TOPIC_PARTITIONS = "logstore.topic.partitions"
 
 PROGRESS_EVERY = 100_000
 
@@ -52,6 +54,38 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     return "mirror" if committed and not mirrored else "drop"
 
 
+def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions: int) -> bool:
+    """Whether this table's log starts now (log just enabled, or a new topic or cluster): then
+    the table's current rows are written first, so a consumer of the new log sees the whole table.
+
+    A log that continues must keep its meaning: the same record key and format, and the same
+    topic partition count, or a key's records would land in two partitions (Paimon #815, #4763).
+    """
+    if (table_props.get("log.system") != log.system
+            or table_props.get("kafka.topic") != log.topic
+            or table_props.get("kafka.bootstrap.servers") != log.bootstrap_servers):
+        return True
+    advice = f"Allowed: keep it, or log to a new 'kafka.topic' (a new topic starts with the table's rows)."
+    stored_key = table_props.get("log.key", "")
+    if stored_key != ",".join(log.unique_key):
+        raise LogConfigError(
+            f"Model '{log.model}': 'unique_key' changed from [{stored_key}] to "
+            f"[{','.join(log.unique_key)}], but topic '{log.topic}' already holds records keyed by "
+            f"[{stored_key}]; consumers could not match them. {advice}")
+    stored_format = table_props.get("log.format", "debezium-json")
+    if stored_format != log.format:
+        raise LogConfigError(
+            f"Model '{log.model}': 'log.format' changed from '{stored_format}' to '{log.format}' "
+            f"on topic '{log.topic}'; one topic must hold one format. {advice}")
+    stored_partitions = table_props.get(TOPIC_PARTITIONS)
+    if stored_partitions and int(stored_partitions) != topic_partitions:
+        raise LogConfigError(
+            f"Model '{log.model}': topic '{log.topic}' now has {topic_partitions} partitions, but "
+            f"its records were written with {stored_partitions}; keys would move between "
+            f"partitions and lose their order. {advice}")
+    return False
+
+
 def write_change_set(
     log: LogConfig,
     table: TableRef,
@@ -60,11 +94,13 @@ def write_change_set(
 ) -> WriteResult:
     """Stream one commit's change rows into the log; all or nothing for transactional logs."""
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
-    envelope = EnvelopeWriter(schema=table.schema, table=table.identifier,
-                              ts_ms=int(time.time() * 1000))
+    encoder = RecordEncoder(
+        EnvelopeWriter(schema=table.schema, table=table.identifier, ts_ms=int(time.time() * 1000)),
+        format=log.format, upsert=log.upsert,
+    )
     try:
         for count, (op, key, before, after) in enumerate(rows, start=1):
-            writer.send(key_bytes(key), envelope.value(op, before, after),
+            writer.send(key_bytes(key), encoder.value(op, before, after),
                         route=(after if after is not None else before or "").encode())
             if count % PROGRESS_EVERY == 0:
                 progress(count)
@@ -74,8 +110,9 @@ def write_change_set(
         raise
 
 
-def prepare_log(log: LogConfig) -> None:
-    get_log_system(log.system).prepare(log)
+def prepare_log(log: LogConfig) -> int:
+    """The log is reachable and its topic exists; returns the topic's partition count."""
+    return get_log_system(log.system).prepare(log)
 
 
 def parse_properties(rows: Iterable[Any]) -> dict:

@@ -84,3 +84,28 @@ class EnvelopeWriter:
 
 def key_bytes(key_json: Optional[str]) -> Optional[bytes]:
     return None if key_json is None else key_json.encode()
+
+
+@dataclass(frozen=True)
+class RecordEncoder:
+    """The record value for one change, by `log.format` and `log.changelog-mode`.
+
+    - `all` + `debezium-json`: the full envelope, updates with before and after images;
+    - `upsert` + `debezium-json`: the envelope without before images; deletes are tombstones
+      (null value) so a compacted topic keeps each key's latest row;
+    - `upsert` + `json`: the row itself; deletes are tombstones;
+    - `all` + `json`: the row itself, for insert-only change sets (checked before the commit).
+    """
+
+    envelope: EnvelopeWriter
+    format: str = "debezium-json"
+    upsert: bool = False
+
+    def value(self, op: str, before: Optional[str], after: Optional[str]) -> Optional[bytes]:
+        if self.upsert and op == OP_DELETE:
+            return None
+        if self.format == "json":
+            if op != OP_INSERT and not self.upsert:
+                raise ValueError(f"log.format 'json' cannot express op {op!r} without upsert mode")
+            return (after or "null").encode()
+        return self.envelope.value(op, None if self.upsert else before, after)

@@ -87,22 +87,60 @@ class LogstoreAdapter(SparkAdapter):
     # --- before the table changes --------------------------------------------------------
 
     @available.parse_none
-    def logstore_prepare(self, log: LogConfig) -> None:
-        commit_protocol.prepare_log(log)
+    def logstore_prepare(self, log: LogConfig) -> int:
+        """The log is reachable and its topic exists; returns the topic's partition count."""
+        return commit_protocol.prepare_log(log)
+
+    @available.parse_none
+    def logstore_log_is_new(self, log: LogConfig, relation: Any, topic_partitions: int) -> bool:
+        """Whether the existing table's log starts now (see commit_protocol.log_is_new)."""
+        if relation is None or not relation.is_table:
+            return False
+        return commit_protocol.log_is_new(log, self._table_properties(relation), topic_partitions)
 
     @available.parse_none
     def logstore_change_sql(
-        self, log: LogConfig, new_relation: Any, old_relation: Any = None,
-        partition_by: Any = None,
+        self, log: LogConfig, new_relation: Any, old_relation: Any = None, scope_by: Any = None,
     ) -> str:
         """SQL of the change set from `old_relation` (None: no old rows) to `new_relation`."""
         new = changes.ChangeInput(str(new_relation), self._column_names(new_relation))
         old = None
         if old_relation is not None:
             old = changes.ChangeInput(str(old_relation), self._column_names(old_relation))
-        if isinstance(partition_by, str):
-            partition_by = [partition_by]
-        return changes.change_set_sql(new, old, log.unique_key, tuple(partition_by or ()))
+        if isinstance(scope_by, str):
+            scope_by = [scope_by]
+        return changes.change_set_sql(new, old, log.unique_key, tuple(scope_by or ()),
+                                      ignore_delete=log.ignore_delete)
+
+    @available.parse_none
+    def logstore_upserted_rows_sql(self, log: LogConfig, new_relation: Any, old_relation: Any) -> str:
+        """The rows of `old_relation` after upserting `new_relation` by the unique key."""
+        return changes.upserted_rows_sql(
+            changes.ChangeInput(str(old_relation), self._column_names(old_relation)),
+            changes.ChangeInput(str(new_relation), self._column_names(new_relation)),
+            log.unique_key,
+        )
+
+    @available.parse_none
+    def logstore_check_expressible(self, log: LogConfig, changes_relation: Any) -> None:
+        """`log.format: json` without upsert mode carries only inserts: fail before the commit
+        when the change set has updates or deletes."""
+        if log.format != "json" or log.upsert:
+            return
+        _, table = self.execute(changes.non_insert_count_sql(str(changes_relation)), fetch=True)
+        count = int(table.rows[0][0])
+        if count:
+            raise DbtRuntimeError(
+                f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which cannot "
+                f"express the {count} updates/deletes of this run. Allowed: log.format "
+                f"'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as tombstones), or "
+                f"'log.ignore-delete' for insert-and-delete-only logs. Nothing was changed."
+            )
+
+    @available.parse_none
+    def logstore_row_count(self, relation: Any) -> int:
+        _, table = self.execute(f"select count(*) from {relation}", fetch=True)
+        return int(table.rows[0][0])
 
     @available.parse_none
     def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None:
@@ -126,7 +164,8 @@ class LogstoreAdapter(SparkAdapter):
     # --- after the table commit -----------------------------------------------------------
 
     @available.parse_none
-    def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any) -> LogstoreAdapterResponse:
+    def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
+                        rows_affected: Optional[int] = None) -> LogstoreAdapterResponse:
         """Stream the committed change set from Spark into the log."""
         columns = ", ".join(changes.CHANGE_COLUMNS)
         handle = self.connections.get_thread_connection().handle
@@ -137,8 +176,10 @@ class LogstoreAdapter(SparkAdapter):
             progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
         )
         logger.debug(f"{log.model}: mirrored {result.describe()}")
+        written = "" if rows_affected is None else f"{rows_affected} rows, "
         return LogstoreAdapterResponse(
-            _message=f"OK, mirrored {result.describe()}",
+            _message=f"OK, {written}mirrored {result.describe()}",
+            rows_affected=rows_affected,
             rows_mirrored=result.records,
             topic=result.topic,
             log_offsets={str(p): list(r) for p, r in sorted(result.offsets.items())},
@@ -154,10 +195,15 @@ class LogstoreAdapter(SparkAdapter):
         return None
 
     @available
-    def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None) -> Dict[str, str]:
+    def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,
+                            topic_partitions: Optional[int] = None) -> Dict[str, str]:
+        """Table properties of a commit: the log options, the change-set tag, the partition
+        count the records were placed with."""
         props = log.table_properties()
         if changeset_id:
             props[commit_protocol.COMMITTED] = changeset_id
+        if topic_partitions:
+            props[commit_protocol.TOPIC_PARTITIONS] = str(topic_partitions)
         return props
 
     # --- helpers -------------------------------------------------------------------------

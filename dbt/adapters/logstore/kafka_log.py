@@ -17,6 +17,9 @@ PRODUCER_DEFAULTS: Dict[str, Any] = {
     "request_timeout_ms": 30000,
     # Fail fast when no broker answers (kafka-python otherwise tries for 30 s).
     "bootstrap_timeout_ms": 10000,
+    # Below the broker's transaction.max.timeout.ms (15 min by default), so the producer is
+    # never refused (Paimon #754); override with kafka.transaction.timeout.ms.
+    "transaction_timeout_ms": 60000,
 }
 ADMIN_DEFAULTS: Dict[str, Any] = {"request_timeout_ms": 15000, "bootstrap_timeout_ms": 10000}
 
@@ -79,7 +82,7 @@ def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
 class KafkaLogSystem(LogSystem):
     name = "kafka"
 
-    def prepare(self, log: LogConfig) -> None:
+    def prepare(self, log: LogConfig) -> int:
         from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
         from kafka.errors import KafkaError, TopicAlreadyExistsError
@@ -94,9 +97,9 @@ class KafkaLogSystem(LogSystem):
             existing = self._partition_count(admin, str(log.topic))
             if existing is None:
                 try:
-                    admin.create_topics(
-                        [NewTopic(str(log.topic), log.partitions, log.replication)]
-                    )
+                    admin.create_topics([NewTopic(str(log.topic), log.partitions, log.replication,
+                                                  topic_configs=dict(log.topic_config))])
+                    existing = log.partitions
                 except TopicAlreadyExistsError:  # created concurrently: fine
                     existing = self._partition_count(admin, str(log.topic))
             if existing is not None and existing < log.partitions:
@@ -109,6 +112,7 @@ class KafkaLogSystem(LogSystem):
             raise _unreachable(log, exc) from exc
         finally:
             admin.close()
+        return int(existing or log.partitions)
 
     @staticmethod
     def _partition_count(admin: Any, topic: str) -> Optional[int]:
@@ -152,7 +156,7 @@ class KafkaLogWriter(LogWriter):
     def _on_error(self, exc: BaseException) -> None:
         self._error = self._error or exc
 
-    def send(self, key: Optional[bytes], value: bytes, route: bytes) -> None:
+    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes) -> None:
         from kafka.errors import KafkaError
 
         if self._error is not None:

@@ -1,39 +1,62 @@
 """Config resolution: turn a model's raw dbt config into a validated, typed `LogConfig`.
 
-Every key is accepted in Paimon's dotted spelling (`log.system`) and in dbt's underscored
-spelling (`log_system`), from `config()`, `dbt_project.yml` or schema yml. Validation happens
-here, before any table or topic is touched, and every error names the model, the key, the value
-and what is allowed.
+Every option is accepted in Paimon's dotted spelling (`log.system`), in dbt's underscored
+spelling (`log_system`) and, where Amoro has one, in Amoro's spelling (`log-store.topic`), from
+`config()`, `dbt_project.yml` or schema yml. Further Kafka client properties pass through with
+their prefix stripped (`kafka.linger.ms`, Amoro's `properties.linger.ms`), and topic settings
+for creation come from `kafka.topic-config.*`. Validation happens here, before any table or topic
+is touched; every error names the model, the key, the value and what is allowed.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from dbt_common.exceptions import DbtConfigError
 
 LOG_SYSTEMS = ("none", "kafka")
 CONSISTENCIES = ("transactional", "eventual")
+CHANGELOG_MODES = ("auto", "all", "upsert")
+FORMATS = ("debezium-json", "json")
+KEY_FORMATS = ("json",)
+EMIT_MODES = ("file,log",)
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental")
-LOGGABLE_STRATEGIES = ("append", "insert_overwrite")
+LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge")
 
-# canonical (dotted) key -> dbt spelling
-KEY_SPELLINGS: Dict[str, str] = {
-    "log.system": "log_system",
-    "kafka.topic": "kafka_topic",
-    "kafka.bootstrap.servers": "kafka_bootstrap_servers",
-    "log.consistency": "log_consistency",
-    "log.system.partitions": "log_system_partitions",
-    "log.system.replication": "log_system_replication",
+# canonical key -> every other spelling of it (dbt's, Amoro's)
+SPELLINGS: Dict[str, Tuple[str, ...]] = {
+    "log.system": ("log_system",),
+    "kafka.topic": ("kafka_topic", "log-store.topic"),
+    "kafka.bootstrap.servers": ("kafka_bootstrap_servers", "log-store.address"),
+    "log.consistency": ("log_consistency",),
+    "log.changelog-mode": ("log_changelog_mode",),
+    "log.format": ("log_format",),
+    "log.key.format": ("log_key_format",),
+    "log.ignore-delete": ("log_ignore_delete",),
+    "log.system.partitions": ("log_system_partitions",),
+    "log.system.replication": ("log_system_replication",),
+    "mixed-format.emit.mode": ("mixed_format_emit_mode",),
 }
+# Amoro's switch: `log-store.enabled: true` (with `log-store.type`, default kafka) = log.system.
+AMORO_ENABLED, AMORO_TYPE = "log-store.enabled", "log-store.type"
 
 DEFAULTS: Dict[str, Any] = {
     "log.system": "none",
     "log.consistency": "transactional",
+    "log.changelog-mode": "auto",
+    "log.format": "debezium-json",
+    "log.key.format": "json",
+    "log.ignore-delete": False,
     "log.system.partitions": 1,
     "log.system.replication": 1,
+    "mixed-format.emit.mode": "file,log",
 }
+
+CLIENT_PREFIXES = ("kafka.", "properties.")  # Paimon's and Amoro's pass-through prefixes
+TOPIC_CONFIG_PREFIX = "kafka.topic-config."
+# Prefixes that belong to this adapter: a key under them that is not known is a typo.
+OWN_PREFIXES = ("log.", "log_", "log-store.", "mixed-format.", "mixed_format_")
 
 # Kafka's legal topic names (see kafka.common.internals.Topic).
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -64,10 +87,15 @@ class LogConfig:
     topic: Optional[str] = None
     bootstrap_servers: Optional[str] = None
     consistency: str = "transactional"
+    changelog_mode: str = "all"  # resolved: 'all' or 'upsert'
+    format: str = "debezium-json"
+    key_format: str = "json"
+    ignore_delete: bool = False
     partitions: int = 1
     replication: int = 1
     unique_key: Tuple[str, ...] = ()
-    # Kafka client properties from the profile; may hold secrets, so never printed.
+    topic_config: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # Kafka client properties (profile, then model); may hold secrets, so never printed.
     client_properties: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -82,8 +110,12 @@ class LogConfig:
     def keyed(self) -> bool:
         return bool(self.unique_key)
 
+    @property
+    def upsert(self) -> bool:
+        return self.changelog_mode == "upsert"
+
     def table_properties(self) -> Dict[str, str]:
-        """The options stored with the Spark table (no secrets: client properties stay out)."""
+        """The options stored with the Spark table (no client properties: they may be secret)."""
         if not self.enabled:
             return {"log.system": "none"}
         return {
@@ -91,8 +123,13 @@ class LogConfig:
             "kafka.topic": str(self.topic),
             "kafka.bootstrap.servers": str(self.bootstrap_servers),
             "log.consistency": self.consistency,
+            "log.changelog-mode": self.changelog_mode,
+            "log.format": self.format,
+            "log.key.format": self.key_format,
+            "log.ignore-delete": str(self.ignore_delete).lower(),
             "log.system.partitions": str(self.partitions),
             "log.system.replication": str(self.replication),
+            "log.key": ",".join(self.unique_key),
         }
 
 
@@ -102,21 +139,37 @@ def _fail(model: str, key: str, value: Any, allowed: str) -> LogConfigError:
     )
 
 
+def _given(raw: Mapping[str, Any], key: str) -> bool:
+    return raw.get(key) is not None
+
+
 def _lookup(model: str, raw: Mapping[str, Any], key: str) -> Any:
-    """Read one option in either spelling; the same option given twice must agree."""
-    dotted, underscored = key, KEY_SPELLINGS[key]
-    has_dotted = raw.get(dotted) is not None
-    has_under = raw.get(underscored) is not None
-    if has_dotted and has_under and str(raw[dotted]) != str(raw[underscored]):
-        raise LogConfigError(
-            f"Model '{model}': config '{dotted}' = {raw[dotted]!r} conflicts with "
-            f"'{underscored}' = {raw[underscored]!r}. Give the option once (either spelling)."
-        )
-    if has_dotted:
-        return raw[dotted]
-    if has_under:
-        return raw[underscored]
-    return DEFAULTS.get(key)
+    """Read one option in any of its spellings; the same option given twice must agree."""
+    given = [(k, raw[k]) for k in (key,) + SPELLINGS.get(key, ()) if _given(raw, k)]
+    for other, value in given[1:]:
+        if str(value) != str(given[0][1]):
+            raise LogConfigError(
+                f"Model '{model}': config '{given[0][0]}' = {given[0][1]!r} conflicts with "
+                f"'{other}' = {value!r}. Give the option once (any one spelling)."
+            )
+    return given[0][1] if given else DEFAULTS.get(key)
+
+
+def _choice(model: str, raw: Mapping[str, Any], key: str, allowed: Tuple[str, ...]) -> str:
+    value = str(_lookup(model, raw, key)).strip().lower()
+    if value not in allowed:
+        raise _fail(model, key, value, ", ".join(allowed))
+    return value
+
+
+def _boolean(model: str, raw: Mapping[str, Any], key: str) -> bool:
+    value = _lookup(model, raw, key)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise _fail(model, key, value, "true, false")
+    return text == "true"
 
 
 def _positive_int(model: str, key: str, value: Any) -> int:
@@ -139,6 +192,59 @@ def _unique_key(model: str, value: Any) -> Tuple[str, ...]:
     raise _fail(model, "unique_key", value, "a column name or a list of column names")
 
 
+def _system(model: str, raw: Mapping[str, Any]) -> str:
+    system = _choice(model, raw, "log.system", LOG_SYSTEMS)
+    if not _given(raw, AMORO_ENABLED):
+        if _given(raw, AMORO_TYPE):
+            raise LogConfigError(f"Model '{model}': config '{AMORO_TYPE}' needs "
+                                 f"'{AMORO_ENABLED}: true' (or use 'log.system').")
+        return system
+    enabled = _boolean(model, raw, AMORO_ENABLED)
+    amoro = str(raw.get(AMORO_TYPE) or "kafka").strip().lower() if enabled else "none"
+    if amoro not in LOG_SYSTEMS:
+        raise _fail(model, AMORO_TYPE, amoro, "kafka")
+    if _given(raw, "log.system") or _given(raw, "log_system"):
+        if amoro != system:
+            raise LogConfigError(
+                f"Model '{model}': config '{AMORO_ENABLED}' ({raw[AMORO_ENABLED]!r}) conflicts "
+                f"with 'log.system' = {system!r}. Give the option once.")
+    return amoro
+
+
+def _check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
+    known = set(SPELLINGS) | {s for spellings in SPELLINGS.values() for s in spellings}
+    known |= {AMORO_ENABLED, AMORO_TYPE}
+    for key in raw:
+        if key.startswith(OWN_PREFIXES) and key not in known:
+            allowed = ", ".join(sorted(k for k in known if k.startswith(key.split(".")[0][:3])))
+            raise LogConfigError(f"Model '{model}': unknown config key '{key}'. Allowed: {allowed}.")
+
+
+def _pass_through(model: str, raw: Mapping[str, Any],
+                  profile_properties: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """Client properties (`kafka.*`, `properties.*`, prefix stripped) and topic settings."""
+    client: Dict[str, str] = dict(profile_properties)
+    from_model: Dict[str, str] = {}
+    topic_config: Dict[str, str] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        if key.startswith(TOPIC_CONFIG_PREFIX):
+            topic_config[key[len(TOPIC_CONFIG_PREFIX):]] = str(value)
+            continue
+        prefix = next((p for p in CLIENT_PREFIXES if key.startswith(p)), None)
+        if prefix is None or key in SPELLINGS:
+            continue
+        name = key[len(prefix):]
+        if name in from_model and str(from_model[name]) != str(value):
+            raise LogConfigError(
+                f"Model '{model}': Kafka property '{name}' is given twice with different values "
+                f"('kafka.{name}' and 'properties.{name}'). Give it once.")
+        from_model[name] = str(value)
+    client.update(from_model)  # the model's own setting wins over the profile default
+    return client, topic_config
+
+
 def resolve_log_config(
     ref: ModelRef,
     raw: Mapping[str, Any],
@@ -147,9 +253,8 @@ def resolve_log_config(
 ) -> LogConfig:
     """Resolve and validate the log options of one model from its raw config dict."""
     model = ref.name
-    system = str(_lookup(model, raw, "log.system")).strip().lower()
-    if system not in LOG_SYSTEMS:
-        raise _fail(model, "log.system", system, ", ".join(LOG_SYSTEMS))
+    _check_known_keys(model, raw)
+    system = _system(model, raw)
     if system == "none":
         return LogConfig(model=model)
 
@@ -164,6 +269,7 @@ def resolve_log_config(
             f"Model '{model}': config 'log.system' = '{system}' is only supported on SQL models "
             f"(this model's language is '{ref.language}')."
         )
+    unique_key = _unique_key(model, raw.get("unique_key"))
     if ref.materialized == "incremental":
         strategy = ref.incremental_strategy or "append"
         if strategy not in LOGGABLE_STRATEGIES:
@@ -171,10 +277,35 @@ def resolve_log_config(
                 f"Model '{model}': config 'log.system' = '{system}' is not supported with "
                 f"incremental_strategy='{strategy}'. Allowed: {', '.join(LOGGABLE_STRATEGIES)}."
             )
+        if strategy == "merge" and not unique_key:
+            raise LogConfigError(f"Model '{model}': incremental_strategy='merge' needs a "
+                                 f"'unique_key' (the key rows are upserted by).")
 
-    consistency = str(_lookup(model, raw, "log.consistency")).strip().lower()
-    if consistency not in CONSISTENCIES:
-        raise _fail(model, "log.consistency", consistency, ", ".join(CONSISTENCIES))
+    emit = str(_lookup(model, raw, "mixed-format.emit.mode")).replace(" ", "").lower()
+    if emit not in EMIT_MODES:
+        raise LogConfigError(
+            f"Model '{model}': config 'mixed-format.emit.mode' = {emit!r} is not supported. "
+            f"Allowed: file,log. A dbt model is a table: its change set is computed against the "
+            f"table's previous rows, so the table is always written (see README)."
+        )
+
+    consistency = _choice(model, raw, "log.consistency", CONSISTENCIES)
+    if consistency == "eventual" and not unique_key:
+        raise LogConfigError(
+            f"Model '{model}': config 'log.consistency' = 'eventual' needs a 'unique_key'. "
+            f"Allowed without a key: transactional (at-least-once delivery can only be "
+            f"de-duplicated by key, as in Paimon)."
+        )
+    mode = _choice(model, raw, "log.changelog-mode", CHANGELOG_MODES)
+    if mode == "auto":
+        mode = "upsert" if unique_key else "all"
+    if mode == "upsert" and not unique_key:
+        raise LogConfigError(
+            f"Model '{model}': config 'log.changelog-mode' = 'upsert' needs a 'unique_key' "
+            f"(deletes become tombstones of a key). Allowed without a key: all, auto."
+        )
+    log_format = _choice(model, raw, "log.format", FORMATS)
+    key_format = _choice(model, raw, "log.key.format", KEY_FORMATS)
 
     topic = _lookup(model, raw, "kafka.topic") or f"{ref.schema}.{ref.alias}"
     if not _TOPIC_RE.fullmatch(str(topic)) or topic in (".", ".."):
@@ -189,6 +320,7 @@ def resolve_log_config(
             f"'kafka.bootstrap.servers' (model config) nor 'kafka_bootstrap_servers' (profile) "
             f"is set. Allowed: a comma-separated list of host:port."
         )
+    client, topic_config = _pass_through(model, raw, profile_properties or {})
 
     return LogConfig(
         model=model,
@@ -196,10 +328,19 @@ def resolve_log_config(
         topic=str(topic),
         bootstrap_servers=str(servers).strip(),
         consistency=consistency,
+        changelog_mode=mode,
+        format=log_format,
+        key_format=key_format,
+        ignore_delete=_boolean(model, raw, "log.ignore-delete"),
         partitions=_positive_int(model, "log.system.partitions",
                                  _lookup(model, raw, "log.system.partitions")),
         replication=_positive_int(model, "log.system.replication",
                                   _lookup(model, raw, "log.system.replication")),
-        unique_key=_unique_key(model, raw.get("unique_key")),
-        client_properties=dict(profile_properties or {}),
+        unique_key=unique_key,
+        topic_config=topic_config,
+        client_properties=client,
     )
+
+
+def known_keys() -> List[str]:
+    return sorted(set(SPELLINGS) | {AMORO_ENABLED, AMORO_TYPE})

@@ -30,8 +30,9 @@ class LogWriter(ABC):
     transactional mode."""
 
     @abstractmethod
-    def send(self, key: Optional[bytes], value: bytes, route: bytes) -> None:
-        """Queue one record. `route` places keyless records: equal rows share a partition."""
+    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes) -> None:
+        """Queue one record (a None value is a tombstone). `route` places keyless records:
+        equal rows share a partition."""
 
     @abstractmethod
     def commit(self) -> WriteResult:
@@ -46,8 +47,9 @@ class LogSystem(ABC):
     name: str
 
     @abstractmethod
-    def prepare(self, log: LogConfig) -> None:
-        """Check the log is reachable and its topic exists (creating it), before the table changes."""
+    def prepare(self, log: LogConfig) -> int:
+        """Check the log is reachable and its topic exists (creating it), before the table
+        changes; returns the topic's partition count."""
 
     @abstractmethod
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:

@@ -18,17 +18,19 @@
 {%- endmacro %}
 
 
-{#-- Before anything changes: the log is reachable, its topic exists, and a change set that a
-     failed run left behind is settled (re-sent if its table commit happened, else dropped). --#}
+{#-- Before anything changes: the log is reachable and its topic exists; a change set that a
+     failed run left behind is settled (re-sent if its table commit happened, else dropped);
+     a log that starts now first receives the table's current rows. Returns the topic's
+     partition count. --#}
 {% macro logstore_begin(log_config, target_relation) -%}
-  {%- do adapter.logstore_prepare(log_config) -%}
+  {%- set partitions = adapter.logstore_prepare(log_config) -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
   {%- set leftover = adapter.get_relation(database=changes.database, schema=changes.schema,
                                           identifier=changes.identifier) -%}
+  {%- set existing = adapter.get_relation(database=target_relation.database,
+                                          schema=target_relation.schema,
+                                          identifier=target_relation.identifier) -%}
   {%- if leftover is not none -%}
-    {%- set existing = adapter.get_relation(database=target_relation.database,
-                                            schema=target_relation.schema,
-                                            identifier=target_relation.identifier) -%}
     {%- set pending = adapter.logstore_pending_changeset(leftover, existing) -%}
     {%- if pending -%}
       {{ log("logstore: re-sending change set " ~ pending ~ " of " ~ target_relation ~ " left by a failed run", info=true) }}
@@ -37,7 +39,16 @@
       {%- do adapter.drop_relation(leftover) -%}
     {%- endif -%}
   {%- endif -%}
+  {%- if adapter.logstore_log_is_new(log_config, existing, partitions) -%}
+    {{ log("logstore: " ~ target_relation ~ " starts its log in " ~ log_config.topic ~ " with the table's current rows", info=true) }}
+    {%- set changeset_id = invocation_id ~ '-start' -%}
+    {%- do logstore_build_changes(log_config, changes, existing, changeset_id=changeset_id) -%}
+    {%- do logstore_set_tblproperties(existing, adapter.logstore_properties(log_config, changeset_id, partitions)) -%}
+    {%- do logstore_finish(log_config, existing, changes, changeset_id) -%}
+  {%- endif -%}
   {%- do adapter.drop_relation(logstore_relation(target_relation, 'new')) -%}
+  {%- do adapter.drop_relation(logstore_relation(target_relation, 'merged')) -%}
+  {{ return(partitions) }}
 {%- endmacro %}
 
 
@@ -48,39 +59,49 @@
 {%- endmacro %}
 
 
-{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, partition_by=none) -%}
+{#-- The change set from old_relation (none: no old rows) to new_relation, as a table tagged
+     with its change-set id; scope_by limits the old rows (partitions or keys replaced). --#}
+{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id) -%}
   {%- call statement('logstore_changes') -%}
     create table {{ changes_relation }} using parquet
-    tblproperties ('logstore.changeset.id' = '{{ invocation_id }}')
-    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, partition_by) }}
+    tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
+    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by) }}
   {%- endcall -%}
+  {%- do adapter.logstore_check_expressible(log_config, changes_relation) -%}
 {%- endmacro %}
 
 
-{#-- After the table commit: stream the change set to the log_config, then mark it mirrored. --#}
-{% macro logstore_finish(log_config, target_relation, changes_relation, changeset_id) -%}
-  {%- set response = adapter.logstore_mirror(log_config, changes_relation, target_relation) -%}
+{#-- After the table commit: stream the change set to the log, then mark it mirrored. --#}
+{% macro logstore_finish(log_config, target_relation, changes_relation, changeset_id, rows_affected=none) -%}
+  {%- set response = adapter.logstore_mirror(log_config, changes_relation, target_relation, rows_affected) -%}
   {%- do logstore_set_tblproperties(target_relation, {'logstore.changeset.mirrored': changeset_id}) -%}
   {%- do adapter.drop_relation(changes_relation) -%}
   {{ return(response) }}
 {%- endmacro %}
 
 
+{#-- The commit by swap: the staged table, tagged with the change set, takes the model's name
+     (so tag and rows commit together), then the change set goes to the log. --#}
+{% macro logstore_swap_in(log_config, staged_relation, target_relation, old_relation, changes_relation, partitions, rows_affected) -%}
+  {%- do logstore_set_tblproperties(staged_relation, adapter.logstore_properties(log_config, invocation_id, partitions)) -%}
+  {%- if old_relation is not none -%}
+    {%- do adapter.drop_relation(old_relation) -%}
+  {%- endif -%}
+  {%- do adapter.rename_relation(staged_relation, target_relation) -%}
+  {%- set response = logstore_finish(log_config, target_relation, changes_relation, invocation_id, rows_affected) -%}
+  {%- do store_result('main', response=response) -%}
+{%- endmacro %}
+
+
 {#-- Replace the table's rows (table models, first and full-refresh builds of incremental
-     models): stage the new rows, diff them against the old table, then swap the staged table
-     in. The staged table carries the change-set tag, so tag and rows commit together. --#}
-{% macro logstore_replace_table(log_config, target_relation, old_relation, compiled_code) -%}
+     models): stage the new rows, diff them against the old table, swap the staged table in. --#}
+{% macro logstore_replace_table(log_config, target_relation, old_relation, compiled_code, partitions) -%}
   {%- set staging = logstore_relation(target_relation, 'new') -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
   {%- do logstore_stage(staging, compiled_code) -%}
   {%- do adapter.logstore_check_unique(log_config, staging) -%}
   {%- set prior = old_relation if (old_relation is not none and old_relation.is_table) else none -%}
   {%- do logstore_build_changes(log_config, changes, staging, prior) -%}
-  {%- do logstore_set_tblproperties(staging, adapter.logstore_properties(log_config, invocation_id)) -%}
-  {%- if old_relation is not none -%}
-    {%- do adapter.drop_relation(old_relation) -%}
-  {%- endif -%}
-  {%- do adapter.rename_relation(staging, target_relation) -%}
-  {%- set response = logstore_finish(log_config, target_relation, changes, invocation_id) -%}
-  {%- do store_result('main', response=response) -%}
+  {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions,
+                          adapter.logstore_row_count(staging)) -%}
 {%- endmacro %}

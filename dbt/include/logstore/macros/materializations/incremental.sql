@@ -4,9 +4,13 @@
     {{ return(materialization_incremental_spark()) }}
   {%- endif -%}
 
-  {#-- Validate early, as dbt-spark does --#}
+  {#-- Validate early, as dbt-spark does; `merge` is allowed on every file format here, because
+       where Spark has no MERGE (parquet, orc, ...) the adapter upserts by rewriting. --#}
   {%- set file_format = dbt_spark_validate_get_file_format(config.get('file_format', default='parquet')) -%}
-  {%- set strategy = dbt_spark_validate_get_incremental_strategy(config.get('incremental_strategy') or 'append', file_format) -%}
+  {%- set raw_strategy = config.get('incremental_strategy') or 'append' -%}
+  {%- set strategy = raw_strategy if raw_strategy == 'merge'
+                     else dbt_spark_validate_get_incremental_strategy(raw_strategy, file_format) -%}
+  {%- set has_merge = file_format in ['delta', 'iceberg', 'hudi'] -%}
   {%- set unique_key = config.get('unique_key', none) -%}
   {%- set partition_by = config.get('partition_by', none) -%}
   {%- set on_schema_change = incremental_validate_on_schema_change(config.get('on_schema_change'), default='ignore') -%}
@@ -20,35 +24,49 @@
     {%- endcall -%}
   {%- endif -%}
 
-  {% do logstore_begin(log_config, target_relation) %}
+  {%- set partitions = logstore_begin(log_config, target_relation) -%}
   {{ run_hooks(pre_hooks) }}
 
   {%- set existing_relation = load_relation(this) -%}
   {%- if existing_relation is none or existing_relation.is_view or should_full_refresh() -%}
-    {% do logstore_replace_table(log_config, target_relation, existing_relation, compiled_code) %}
+    {% do logstore_replace_table(log_config, target_relation, existing_relation, compiled_code, partitions) %}
   {%- else -%}
     {%- set staging = logstore_relation(target_relation, 'new') -%}
     {%- set changes = logstore_relation(target_relation, 'changes') -%}
-    {#-- A real table, not a temp view: the rows inserted and the rows logged must be the same
+    {#-- A real table, not a temp view: the rows committed and the rows logged must be the same
          rows even when the model's SQL is not deterministic. --#}
     {%- call statement('logstore_stage') -%}
       {{ create_table_as(False, staging, compiled_code) }}
     {%- endcall -%}
     {%- do process_schema_changes(on_schema_change, staging, existing_relation) -%}
+    {%- set rows_affected = adapter.logstore_row_count(staging) -%}
     {%- if strategy == 'append' -%}
       {%- do adapter.logstore_check_unique(log_config, staging, existing_relation) -%}
       {%- do logstore_build_changes(log_config, changes, staging) -%}
-    {%- else -%}
+    {%- elif strategy == 'insert_overwrite' -%}
       {%- do adapter.logstore_check_unique(log_config, staging) -%}
       {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by) -%}
+    {%- else -%}
+      {%- do adapter.logstore_check_unique(log_config, staging) -%}
+      {%- do logstore_build_changes(log_config, changes, staging, existing_relation, log_config.unique_key) -%}
     {%- endif -%}
-    {%- call statement('main') -%}
-      {{ dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates) }}
-    {%- endcall -%}
-    {%- do logstore_set_tblproperties(target_relation, adapter.logstore_properties(log_config, invocation_id)) -%}
+
+    {%- if strategy == 'merge' and not has_merge -%}
+      {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in --#}
+      {%- set merged = logstore_relation(target_relation, 'merged') -%}
+      {%- call statement('main') -%}
+        {{ create_table_as(False, merged, adapter.logstore_upserted_rows_sql(log_config, staging, existing_relation)) }}
+      {%- endcall -%}
+      {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
+    {%- else -%}
+      {%- call statement('main') -%}
+        {{ dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates) }}
+      {%- endcall -%}
+      {%- do logstore_set_tblproperties(target_relation, adapter.logstore_properties(log_config, invocation_id, partitions)) -%}
+      {%- set response = logstore_finish(log_config, target_relation, changes, invocation_id, rows_affected) -%}
+      {%- do store_result('main', response=response) -%}
+    {%- endif -%}
     {%- do adapter.drop_relation(staging) -%}
-    {%- set response = logstore_finish(log_config, target_relation, changes, invocation_id) -%}
-    {%- do store_result('main', response=response) -%}
   {%- endif -%}
 
   {% set should_revoke = should_revoke(existing_relation, full_refresh_mode) %}

@@ -9,11 +9,11 @@
   {%- set target_relation = api.Relation.create(identifier=identifier, schema=schema,
                                                 database=database, type='table') -%}
 
-  {% do logstore_begin(log_config, target_relation) %}
+  {%- set partitions = logstore_begin(log_config, target_relation) -%}
   {{ run_hooks(pre_hooks) }}
 
   {%- set old_relation = adapter.get_relation(database=database, schema=schema, identifier=identifier) -%}
-  {% do logstore_replace_table(log_config, target_relation, old_relation, compiled_code) %}
+  {% do logstore_replace_table(log_config, target_relation, old_relation, compiled_code, partitions) %}
 
   {% set should_revoke = should_revoke(old_relation, full_refresh_mode=True) %}
   {% do apply_grants(target_relation, grant_config, should_revoke) %}
