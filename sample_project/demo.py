@@ -91,8 +91,8 @@ class Dbt:
         for node_result in getattr(run_result, "results", []) or []:
             response = node_result.adapter_response or {}
             topic, offsets = response.get("topic"), response.get("log_offsets") or {}
-            for partition, (first, nxt) in offsets.items():
-                for offset in range(first, nxt):
+            for partition, (first, last) in offsets.items():  # inclusive offset range
+                for offset in range(first, last + 1):
                     self.written_by[(topic, int(partition), offset)] = label
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Decimal
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from kafka import KafkaConsumer, TopicPartition
 
@@ -25,6 +25,10 @@ class Message:
     @property
     def envelope(self) -> Dict[str, Any]:
         return json.loads(self.value, parse_float=Decimal)
+
+    @property
+    def op(self) -> str:
+        return "d" if self.value is None else self.envelope["op"]
 
 
 def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
@@ -91,13 +95,20 @@ def table_state(relation: str):
     return types, Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
 
 
-def replay(messages: List[Message], types: Dict[str, str]) -> Counter:
+def replay(messages: List[Message], types: Dict[str, str],
+           value_format: str = "debezium-json") -> Counter:
     """Apply the records in order: insert/update upsert by key (keyless: add the row),
-    delete removes the key (keyless: one equal row)."""
+    delete or tombstone removes the key (keyless: one equal row). With `value_format` 'json'
+    a record's value is the row itself."""
     keyed: Dict[bytes, str] = {}
     keyless: Counter = Counter()
     for m in messages:
-        env = m.envelope if m.value is not None else {"op": "d", "before": None, "after": None}
+        if m.value is None:
+            env = {"op": "d", "before": None, "after": None}
+        elif value_format == "json":
+            env = {"op": "c", "before": None, "after": json.loads(m.value, parse_float=Decimal)}
+        else:
+            env = m.envelope
         if m.key is not None:
             if env["op"] == "d":
                 keyed.pop(m.key, None)
@@ -112,14 +123,51 @@ def replay(messages: List[Message], types: Dict[str, str]) -> Counter:
     return Counter(keyed.values()) + keyless
 
 
-def assert_contract(bootstrap_servers: str, topic: str, relation: str) -> List[Message]:
-    messages = read_topic(bootstrap_servers, topic)
-    types, table = table_state(relation)
-    replayed = replay(messages, types)
+def _assert_replay_gives(messages: List[Message], types: Dict[str, str], table: Counter,
+                         topic: str, relation: str, value_format: str = "debezium-json") -> None:
+    replayed = replay(messages, types, value_format)
     assert replayed == table, (
         f"replaying {topic} does not give {relation}:\n only in log: {replayed - table}\n"
         f" only in table: {table - replayed}"
     )
+
+
+def assert_contract(bootstrap_servers: str, topic: str, relation: str,
+                    value_format: str = "debezium-json") -> List[Message]:
+    messages = read_topic(bootstrap_servers, topic)
+    types, table = table_state(relation)
+    _assert_replay_gives(messages, types, table, topic, relation, value_format)
+    return messages
+
+
+def _in_zone(value: Any, kind: str, zone: timezone) -> Any:
+    """A timestamp without an offset, as a client other than pyspark hands it out (PyHive over
+    thrift: a naive datetime or a string), is a wall time in the server's session time zone."""
+    if kind != "timestamp" or value is None:
+        return value
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=zone) if value.tzinfo is None else value
+
+
+def rows_state(types: Dict[str, str], rows: Iterable[Dict[str, Any]],
+               session_zone: timezone = timezone.utc) -> Counter:
+    """The canonical multiset of rows read through another client than the in-process Spark
+    session (e.g. PyHive from a Thrift Server whose session time zone is `session_zone`).
+    Decimals, dates and timestamps may come as Python objects or strings."""
+    return Counter(
+        canonical({c: _in_zone(row.get(c), t, session_zone) for c, t in types.items()}, types)
+        for row in rows
+    )
+
+
+def assert_contract_rows(bootstrap_servers: str, topic: str, types: Dict[str, str],
+                         rows: Iterable[Dict[str, Any]], relation: str = "the table",
+                         session_zone: timezone = timezone.utc) -> List[Message]:
+    """The contract for a table read elsewhere: `types` maps column -> Spark type name
+    (as `describe` shows it), `rows` are the table's rows as dicts."""
+    messages = read_topic(bootstrap_servers, topic)
+    _assert_replay_gives(messages, types, rows_state(types, rows, session_zone), topic, relation)
     return messages
 
 

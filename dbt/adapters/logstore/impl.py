@@ -18,6 +18,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import changes, commit_protocol
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import LogConfig, ModelRef, resolve_log_config
+from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import iter_query_rows
 
 logger = AdapterLogger("logstore")
@@ -182,7 +183,8 @@ class LogstoreAdapter(SparkAdapter):
             rows_affected=rows_affected,
             rows_mirrored=result.records,
             topic=result.topic,
-            log_offsets={str(p): list(r) for p, r in sorted(result.offsets.items())},
+            # inclusive [first, last] offset written per partition
+            log_offsets={str(p): [a, b - 1] for p, (a, b) in sorted(result.offsets.items())},
         )
 
     @available.parse_none
@@ -205,6 +207,22 @@ class LogstoreAdapter(SparkAdapter):
         if topic_partitions:
             props[commit_protocol.TOPIC_PARTITIONS] = str(topic_partitions)
         return props
+
+    # --- dbt debug -----------------------------------------------------------------------
+
+    def debug_query(self) -> None:
+        """`dbt debug`: Spark answers, then the profile's Kafka is reachable and can create topics."""
+        super().debug_query()
+        creds = self.config.credentials
+        servers = getattr(creds, "kafka_bootstrap_servers", None)
+        if not servers:
+            logger.info("Kafka: no kafka_bootstrap_servers in the profile (each logged model "
+                        "must set kafka.bootstrap.servers)")
+            return
+        log = LogConfig(model="dbt debug", system="kafka", bootstrap_servers=servers,
+                        client_properties=dict(getattr(creds, "kafka_properties", {}) or {}))
+        for line in get_log_system("kafka").check(log):
+            logger.info(line)
 
     # --- helpers -------------------------------------------------------------------------
 

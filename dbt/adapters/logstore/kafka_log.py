@@ -114,6 +114,36 @@ class KafkaLogSystem(LogSystem):
             admin.close()
         return int(existing or log.partitions)
 
+    def check(self, log: LogConfig) -> "list[str]":
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+        admin_keys = KafkaAdminClient.DEFAULT_CONFIG
+        config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in admin_keys}
+        try:
+            admin = KafkaAdminClient(**config)
+        except KafkaError as exc:
+            raise _unreachable(log, exc) from exc
+        try:
+            topics = admin.list_topics()
+            lines = [f"Kafka at {log.bootstrap_servers}: reachable ({len(topics)} topics)"]
+            probe = "dbt-logstore-debug-probe"
+            try:  # validate_only: a broker that honours it creates nothing
+                admin.create_topics([NewTopic(probe, 1, 1)], validate_only=True)
+                lines.append("Kafka topics: creatable")
+            except TopicAlreadyExistsError:
+                lines.append("Kafka topics: creatable")
+            if probe in admin.list_topics():  # a broker that ignored validate_only
+                admin.delete_topics([probe])
+            return lines
+        except KafkaError as exc:
+            raise DbtRuntimeError(
+                f"Kafka at '{log.bootstrap_servers}' is reachable but refused a check: "
+                f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            admin.close()
+
     @staticmethod
     def _partition_count(admin: Any, topic: str) -> Optional[int]:
         if topic not in admin.list_topics():

@@ -52,6 +52,10 @@ class LogSystem(ABC):
         changes; returns the topic's partition count."""
 
     @abstractmethod
+    def check(self, log: LogConfig) -> "list[str]":
+        """`dbt debug`: one line per check passed (reachable, topics creatable); raises on failure."""
+
+    @abstractmethod
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
         """A writer for one commit; `writer_id` identifies the table (fences older writers)."""
 

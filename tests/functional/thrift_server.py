@@ -1,0 +1,190 @@
+"""A real Spark Thrift Server for the thrift-method tests, started from the pyspark wheel.
+
+The wheel ships the hive-thriftserver jars but not `sbin/start-thriftserver.sh`, so the server is
+started with `spark-submit --class ...HiveThriftServer2`. It runs in its own temporary directory
+(cwd, warehouse, Derby metastore, derby.log): Derby allows one process per metastore, and the
+in-process Spark session of the other tests has its own.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+
+STARTUP_TIMEOUT = 180.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _select_one(port: int) -> bool:
+    from pyhive import hive
+
+    try:
+        conn = hive.connect(host="127.0.0.1", port=port, username="dbt")
+    except Exception:
+        return False
+    try:
+        cursor = conn.cursor()
+        cursor.execute("select 1")
+        return cursor.fetchall() == [(1,)]
+    except Exception:
+        return False
+    finally:
+        conn.close()
+
+
+@dataclass
+class ThriftServer:
+    port: int
+    work_dir: Path
+    process: subprocess.Popen
+
+    host: str = "127.0.0.1"
+
+    def connect(self):
+        from pyhive import hive
+
+        return hive.connect(host=self.host, port=self.port, username="dbt")
+
+    def query(self, sql: str) -> List[tuple]:
+        conn = self.connect()
+        try:
+            cursor = conn.cursor()
+            cursor.execute(sql)
+            return cursor.fetchall() if cursor.description else []
+        finally:
+            conn.close()
+
+    def column_types(self, relation: str) -> Dict[str, str]:
+        """column -> Spark type name, from `describe` (up to the partition section, if any)."""
+        types: Dict[str, str] = {}
+        for name, kind, *_ in self.query(f"describe {relation}"):
+            if not name or name.startswith("#"):
+                break
+            types[name] = kind
+        return types
+
+    def table(self, relation: str) -> Tuple[Dict[str, str], List[Dict[str, Any]]]:
+        """The table's column types and its rows (as dicts), read over thrift with PyHive."""
+        types = self.column_types(relation)
+        columns = ", ".join(f"`{c}`" for c in types)
+        rows = [dict(zip(types, row)) for row in self.query(f"select {columns} from {relation}")]
+        return types, rows
+
+    def table_properties(self, relation: str) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in self.query(f"show tblproperties {relation}")}
+
+    def log_tail(self, lines: int = 40) -> str:
+        path = self.work_dir / "thriftserver.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _command(spark_home: str, port: int, work_dir: Path) -> List[str]:
+    conf = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(work_dir / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={work_dir / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    cmd = [os.path.join(spark_home, "bin", "spark-submit"),
+           "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
+           "--master", "local[2]"]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
+            "--hiveconf", f"hive.server2.thrift.port={port}",
+            "spark-internal"]
+    return cmd
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Kill the server's process group (spark-submit and its JVM) and wait until it is gone.
+    The server was started with start_new_session=True, so its group id is its pid."""
+    pgid = process.pid
+    for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            process.poll()  # reap the direct child, else its zombie keeps the group "alive"
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.2)
+    process.poll()
+
+
+def start_thrift_server(work_dir: Path) -> ThriftServer:
+    import pyspark
+
+    spark_home = os.path.dirname(pyspark.__file__)
+    port = _free_port()
+    env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1")
+    log = open(work_dir / "thriftserver.log", "wb")
+    process = subprocess.Popen(_command(spark_home, port, work_dir), cwd=work_dir, env=env,
+                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
+    log.close()
+    server = ThriftServer(port=port, work_dir=work_dir, process=process)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"Spark Thrift Server exited with {process.returncode}:\n"
+                                   f"{server.log_tail()}")
+            if _port_open(port) and _select_one(port):
+                return server
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Spark Thrift Server not ready on port {port} after "
+                                   f"{STARTUP_TIMEOUT:.0f}s:\n{server.log_tail()}")
+            time.sleep(1)
+    except BaseException:
+        _stop(process)
+        raise
+
+
+@pytest.fixture(scope="session")
+def spark_thrift_server() -> Iterator[ThriftServer]:
+    with tempfile.TemporaryDirectory(prefix="logstore-thrift-") as work_dir:
+        server = start_thrift_server(Path(work_dir))
+        try:
+            yield server
+        finally:
+            _stop(server.process)
