@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any, Dict, Iterable, List, Optional
 
 from kafka import KafkaConsumer, TopicPartition
@@ -59,12 +59,38 @@ def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
         consumer.close()
 
 
+def _split_top(text: str) -> List[str]:
+    """Split a Spark type string on the commas outside any <...>."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
+
+
 def _norm(value: Any, kind: str) -> Any:
-    """One canonical form for a value from Spark (Python objects) or from the log (JSON)."""
+    """One canonical form for a value from Spark (Python objects) or from the log (JSON),
+    directed by the Spark type string (`array<int>`, `map<string,int>`, `struct<a:int>`, ...)."""
     if value is None:
         return None
-    if kind.startswith("decimal") or kind in ("int", "bigint", "smallint", "tinyint", "double", "float"):
-        return str(Decimal(str(value)).normalize())
+    if kind.startswith("array<"):
+        return [_norm(v, kind[6:-1]) for v in value]
+    if kind.startswith("map<"):
+        key_kind, value_kind = _split_top(kind[4:-1])
+        return sorted([str(_norm(k, key_kind)), _norm(v, value_kind)] for k, v in value.items())
+    if kind.startswith("struct<"):
+        fields = [f.split(":", 1) for f in _split_top(kind[7:-1])]
+        get = value.get if isinstance(value, dict) else lambda n: getattr(value, n)
+        return {name: _norm(get(name), sub) for name, sub in fields}
+    if kind == "float":  # 32-bit: compare at its own precision
+        return format(float(value), ".7g")
+    if kind.startswith("decimal") or kind in ("int", "bigint", "smallint", "tinyint", "double"):
+        return str(Decimal(str(value)).normalize(Context(prec=100)))
+    if kind == "timestamp_ntz":
+        return (datetime.fromisoformat(value) if isinstance(value, str) else value).isoformat()
     if kind == "timestamp":
         if isinstance(value, str):
             value = datetime.fromisoformat(value)
