@@ -17,7 +17,9 @@ from dbt.adapters.logstore.changes import (
     inserts_sql,
     keyed_diff_sql,
     keyless_diff_sql,
+    non_insert_count_sql,
     scoped_to,
+    upserted_rows_sql,
 )
 from dbt.adapters.logstore.encoding import json_object_sql
 
@@ -210,3 +212,121 @@ def test_all_change_sets_project_the_four_columns(unique_key):
     for sql in (change_set_sql(NEW, None, unique_key), change_set_sql(NEW, OLD, unique_key)):
         for column in changes.CHANGE_COLUMNS:
             assert f"as {column}" in sql
+
+
+# --- key scoping (merge) ------------------------------------------------------------------
+
+
+def test_scoped_to_by_key_columns():
+    scoped = scoped_to(OLD, NEW, ("tenant", "id"))
+    assert scoped.relation == (
+        "(select o.* from db.orders o left semi join "
+        "(select distinct `tenant`, `id` from db.orders__staged) s "
+        "on o.`tenant` <=> s.`tenant` and o.`id` <=> s.`id`)"
+    )
+    assert scoped.columns == OLD.columns
+
+
+def test_scoped_to_quotes_odd_names():
+    scoped = scoped_to(ChangeInput("o_rel", ["we`ird"]), ChangeInput("n_rel", ["we`ird"]),
+                       ("we`ird",))
+    assert "select distinct `we``ird` from n_rel" in scoped.relation
+    assert "o.`we``ird` <=> s.`we``ird`" in scoped.relation
+
+
+def test_merge_change_set_scopes_old_rows_to_the_new_keys():
+    # merge: old rows of keys the new rows do not touch must not show up as deletes
+    sql = change_set_sql(NEW, OLD, ("id",), ("id",))
+    scoped = scoped_to(OLD, NEW, ("id",)).relation
+    assert sql == keyed_diff_sql(scoped_to(OLD, NEW, ("id",)), NEW, ("id",))
+    assert f"true as __logstore_present from {scoped}) o full outer join" in sql
+    assert "from db.orders)" not in sql  # the unscoped old table is never read
+
+
+def test_scope_by_accepts_list():
+    assert change_set_sql(NEW, OLD, ["id"], ["id"]) == change_set_sql(NEW, OLD, ("id",), ("id",))
+
+
+# --- log.ignore-delete --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("old,unique_key,scope_by", [
+    (None, (), ()),
+    (None, ("id",), ()),
+    (OLD, (), ()),
+    (OLD, ("id",), ()),
+    (OLD, ("id",), ("id",)),
+    (OLD, (), ("dt",)),
+])
+def test_ignore_delete_filters_deletes_of_every_change_set(old, unique_key, scope_by):
+    inner = change_set_sql(NEW, old, unique_key, scope_by)
+    sql = change_set_sql(NEW, old, unique_key, scope_by, ignore_delete=True)
+    assert sql == f"select * from ({inner}) where __logstore_op <> 'd'"
+    assert sql.count("(") == sql.count(")")
+    assert ";" not in sql
+
+
+@pytest.mark.parametrize("old,unique_key", [(None, ()), (OLD, ()), (OLD, ("id",))])
+def test_without_ignore_delete_there_is_no_filter(old, unique_key):
+    sql = change_set_sql(NEW, old, unique_key, ignore_delete=False)
+    assert sql == change_set_sql(NEW, old, unique_key)
+    assert "<> 'd'" not in sql
+    assert not sql.startswith("select * from (")
+
+
+def test_ignore_delete_keeps_the_four_columns():
+    sql = change_set_sql(NEW, OLD, ("id",), ignore_delete=True)
+    assert sql.startswith("select * from (")  # the inner projection passes through unchanged
+    for column in CHANGE_COLUMNS:
+        assert f"as {column}" in sql
+
+
+# --- upsert by rewrite (file formats without MERGE) ----------------------------------------
+
+
+def test_upserted_rows_sql_shape():
+    sql = upserted_rows_sql(OLD, NEW, ("id",))
+    assert sql == (
+        "select o.* from db.orders o left anti join db.orders__staged n on o.`id` <=> n.`id` "
+        "union all select `id`, `name`, `amount` from db.orders__staged"
+    )
+
+
+def test_upserted_rows_sql_composite_key_is_null_safe():
+    sql = upserted_rows_sql(OLD, NEW, ("tenant", "id"))
+    assert " on o.`tenant` <=> n.`tenant` and o.`id` <=> n.`id` union all " in sql
+    assert " = " not in sql  # null keys match null keys, as in the change set
+
+
+def test_upserted_rows_sql_selects_new_rows_in_the_old_column_order():
+    new = ChangeInput("db.orders__staged", ["amount", "id", "name"])
+    sql = upserted_rows_sql(OLD, new, ("id",))
+    old_rows, new_rows = sql.split(" union all ")
+    assert new_rows == "select `id`, `name`, `amount` from db.orders__staged"
+    assert old_rows.startswith("select o.* from db.orders o left anti join")
+
+
+def test_upserted_rows_sql_old_rows_first_then_every_new_row():
+    sql = upserted_rows_sql(OLD, NEW, ("id",))
+    old_rows, new_rows = sql.split(" union all ")
+    assert " left anti join " in old_rows  # old rows whose key is not in the new rows
+    assert " join " not in new_rows  # every new row, unfiltered
+    assert norm(sql).count(" union all ") == 1
+    assert " union " not in norm(sql).replace(" union all ", " ")  # never de-duplicates
+
+
+def test_upserted_rows_sql_quotes_odd_names():
+    old = ChangeInput("o_rel", ["we`ird", "o'neil"])
+    new = ChangeInput("n_rel", ["we`ird", "o'neil"])
+    sql = upserted_rows_sql(old, new, ("we`ird",))
+    assert "o.`we``ird` <=> n.`we``ird`" in sql
+    assert sql.endswith("select `we``ird`, `o'neil` from n_rel")
+
+
+# --- non-insert count ----------------------------------------------------------------------
+
+
+def test_non_insert_count_sql():
+    assert non_insert_count_sql("db.orders__logstore_changes") == (
+        "select count(*) from db.orders__logstore_changes where __logstore_op <> 'c'"
+    )

@@ -1,4 +1,5 @@
 """Record encoding: Spark to_json SQL and the Debezium-style envelope."""
+import dataclasses
 import json
 import re
 
@@ -10,7 +11,9 @@ from dbt.adapters.logstore.encoding import (
     OP_DELETE,
     OP_INSERT,
     OP_UPDATE,
+    OPS,
     EnvelopeWriter,
+    RecordEncoder,
     json_object_sql,
     json_struct_sql,
     key_bytes,
@@ -179,3 +182,106 @@ def test_key_bytes():
     assert key_bytes(None) is None
     assert key_bytes('{"id":1}') == b'{"id":1}'
     assert key_bytes('{"name":"é"}') == '{"name":"é"}'.encode("utf-8")
+
+
+# --- record values by log.format and log.changelog-mode --------------------------------------
+
+ROW_BEFORE = '{"id":1,"v":"old"}'
+ROW_AFTER = '{"id":1,"v":"new"}'
+
+
+def encoder(writer, format="debezium-json", upsert=False):
+    return RecordEncoder(writer, format=format, upsert=upsert)
+
+
+def test_record_encoder_defaults_are_debezium_all(writer):
+    enc = RecordEncoder(writer)
+    assert enc.format == "debezium-json"
+    assert enc.upsert is False
+    assert enc.value(OP_UPDATE, ROW_BEFORE, ROW_AFTER) == writer.value(OP_UPDATE, ROW_BEFORE, ROW_AFTER)
+
+
+@pytest.mark.parametrize("op,before,after", [
+    (OP_INSERT, None, ROW_AFTER),
+    (OP_UPDATE, ROW_BEFORE, ROW_AFTER),
+    (OP_DELETE, ROW_BEFORE, None),
+])
+def test_debezium_all_is_the_full_envelope(writer, op, before, after):
+    value = encoder(writer).value(op, before, after)
+    assert value == writer.value(op, before, after)
+    doc = json.loads(value)
+    assert doc["op"] == op
+    assert doc["before"] == (json.loads(before) if before else None)
+    assert doc["after"] == (json.loads(after) if after else None)
+
+
+def test_debezium_upsert_update_drops_the_before_image(writer):
+    doc = json.loads(encoder(writer, upsert=True).value(OP_UPDATE, ROW_BEFORE, ROW_AFTER))
+    assert doc["before"] is None
+    assert doc["after"] == {"id": 1, "v": "new"}
+    assert doc["op"] == "u"
+    assert doc["source"]["table"] == "orders"
+
+
+def test_debezium_upsert_insert_is_the_envelope(writer):
+    value = encoder(writer, upsert=True).value(OP_INSERT, None, ROW_AFTER)
+    assert value == writer.value(OP_INSERT, None, ROW_AFTER)
+
+
+@pytest.mark.parametrize("format", ["debezium-json", "json"])
+def test_upsert_delete_is_a_tombstone(writer, format):
+    assert encoder(writer, format=format, upsert=True).value(OP_DELETE, ROW_BEFORE, None) is None
+
+
+@pytest.mark.parametrize("upsert", [False, True])
+def test_json_insert_is_the_bare_row(writer, upsert):
+    value = encoder(writer, format="json", upsert=upsert).value(OP_INSERT, None, ROW_AFTER)
+    assert value == ROW_AFTER.encode()
+    assert b"before" not in value and b"source" not in value
+
+
+def test_json_keeps_exact_row_bytes(writer):
+    row = '{"amount":12345678901234567890.120,"name":"\u00e9","n":null}'
+    assert encoder(writer, format="json").value(OP_INSERT, None, row) == row.encode()
+
+
+def test_json_upsert_update_is_the_new_row(writer):
+    value = encoder(writer, format="json", upsert=True).value(OP_UPDATE, ROW_BEFORE, ROW_AFTER)
+    assert value == ROW_AFTER.encode()
+
+
+@pytest.mark.parametrize("op,before,after", [
+    (OP_UPDATE, ROW_BEFORE, ROW_AFTER),
+    (OP_DELETE, ROW_BEFORE, None),
+])
+def test_json_without_upsert_rejects_non_inserts(writer, op, before, after):
+    with pytest.raises(ValueError) as info:
+        encoder(writer, format="json").value(op, before, after)
+    message = str(info.value)
+    assert "'json'" in message and repr(op) in message and "upsert" in message
+
+
+def test_debezium_all_delete_is_not_a_tombstone(writer):
+    value = encoder(writer).value(OP_DELETE, ROW_BEFORE, None)
+    assert value is not None
+    assert json.loads(value)["before"] == {"id": 1, "v": "old"}
+
+
+@pytest.mark.parametrize("format,upsert", [
+    ("debezium-json", False), ("debezium-json", True), ("json", False), ("json", True),
+])
+def test_record_encoder_rejects_unknown_ops_in_every_mode(writer, format, upsert):
+    # an unknown op must never reach the log as a plausible record, whatever the format
+    # (EnvelopeWriter rejects it; the bare-row path of json + upsert must too)
+    op = "x"
+    assert op not in OPS
+    with pytest.raises(ValueError) as info:
+        encoder(writer, format=format, upsert=upsert).value(op, None, ROW_AFTER)
+    assert repr(op) in str(info.value)
+
+
+def test_record_encoder_is_immutable(writer):
+    enc = encoder(writer, format="json", upsert=True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        enc.upsert = False
+    assert enc.upsert is True

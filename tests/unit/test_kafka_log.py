@@ -2,7 +2,12 @@
 import kafka
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
-from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+)
 from kafka.partitioner.default import murmur2
 
 from dbt.adapters.logstore import kafka_log
@@ -14,7 +19,7 @@ from dbt.adapters.logstore.kafka_log import (
     client_config,
     partition_for,
 )
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
 
 REAL_PRODUCER = kafka.KafkaProducer
 
@@ -358,11 +363,21 @@ class FakeAdmin:
     DEFAULT_CONFIG = kafka.KafkaAdminClient.DEFAULT_CONFIG
     topics = {}
     created = []
+    topic_configs = {}
+    validated = []
+    deleted = []
+    configs = []
     closed = 0
     create_error = None
+    honours_validate_only = True
 
     def __init__(self, **config):
+        # like kafka-python: an unknown setting is an error
+        unknown = set(config) - set(self.DEFAULT_CONFIG)
+        if unknown:
+            raise kafka.errors.KafkaConfigurationError(f"Unrecognized configs: {unknown}")
         self.config = config
+        FakeAdmin.configs.append(config)
 
     def list_topics(self):
         return list(self.topics)
@@ -371,13 +386,23 @@ class FakeAdmin:
         return [{"topic": n, "partitions": [{"partition": p} for p in range(self.topics[n])]}
                 for n in names]
 
-    def create_topics(self, new_topics):
+    def create_topics(self, new_topics, validate_only=False):
         if FakeAdmin.create_error is not None:
             error, FakeAdmin.create_error = FakeAdmin.create_error, None
             raise error
         for t in new_topics:
+            if validate_only:
+                FakeAdmin.validated.append(t.name)
+                if FakeAdmin.honours_validate_only:
+                    continue
             FakeAdmin.created.append((t.name, t.num_partitions, t.replication_factor))
+            FakeAdmin.topic_configs[t.name] = dict(t.topic_configs)
             self.topics[t.name] = t.num_partitions
+
+    def delete_topics(self, names):
+        for name in names:
+            FakeAdmin.deleted.append(name)
+            del self.topics[name]
 
     def close(self):
         FakeAdmin.closed += 1
@@ -389,6 +414,11 @@ def fake_admin(monkeypatch):
     monkeypatch.setattr(FakeAdmin, "created", [])
     monkeypatch.setattr(FakeAdmin, "closed", 0)
     monkeypatch.setattr(FakeAdmin, "create_error", None)
+    monkeypatch.setattr(FakeAdmin, "topic_configs", {})
+    monkeypatch.setattr(FakeAdmin, "validated", [])
+    monkeypatch.setattr(FakeAdmin, "deleted", [])
+    monkeypatch.setattr(FakeAdmin, "configs", [])
+    monkeypatch.setattr(FakeAdmin, "honours_validate_only", True)
     monkeypatch.setattr(kafka, "KafkaAdminClient", FakeAdmin)
     return FakeAdmin
 
@@ -441,3 +471,195 @@ def test_kafka_log_system_is_registered():
     assert _REGISTRY["kafka"] is KafkaLogSystem
     assert KafkaLogSystem.name == "kafka"
     assert kafka_log.KafkaLogSystem is KafkaLogSystem
+
+
+# --- producer defaults ----------------------------------------------------------------------
+
+BROKER_MAX_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000  # transaction.max.timeout.ms default
+
+
+def test_transaction_timeout_default_is_below_the_broker_maximum():
+    config = client_config(make_log(), PRODUCER_DEFAULTS)
+    assert config["transaction_timeout_ms"] == 60000
+    assert config["transaction_timeout_ms"] < BROKER_MAX_TRANSACTION_TIMEOUT_MS
+
+
+def test_transaction_timeout_can_be_overridden():
+    config = client_config(make_log({"transaction.timeout.ms": "120000"}), PRODUCER_DEFAULTS)
+    assert config["transaction_timeout_ms"] == 120000
+
+
+def test_transactional_producer_gets_the_transaction_timeout(fake_producer):
+    KafkaLogWriter(make_log(consistency="transactional"), "s.t")
+    assert fake_producer.instances[0].config["transaction_timeout_ms"] == 60000
+
+
+# --- model pass-through properties reach the clients ---------------------------------------
+
+
+def resolved(raw, properties=None):
+    model = ModelRef(name="orders_model", schema="analytics", alias="orders", materialized="table")
+    return resolve_log_config(model, {"log.system": "kafka", **raw},
+                              profile_bootstrap_servers="b1:9092", profile_properties=properties)
+
+
+def test_model_kafka_and_amoro_properties_reach_the_producer(fake_producer):
+    log = resolved({"kafka.linger.ms": 5, "properties.batch.size": "1024",
+                    "kafka.transaction.timeout.ms": "90000",
+                    "kafka.topic-config.cleanup.policy": "compact"},
+                   properties={"security.protocol": "SSL", "linger.ms": "100"})
+    KafkaLogWriter(log, "analytics.orders")
+    config = fake_producer.instances[0].config
+    assert config["linger_ms"] == 5  # the model wins over the profile
+    assert config["batch_size"] == 1024
+    assert config["transaction_timeout_ms"] == 90000
+    assert config["security_protocol"] == "SSL"
+    assert not any("cleanup" in key for key in config)  # topic settings are not client settings
+
+
+def test_unknown_model_property_fails_naming_it(fake_producer):
+    log = resolved({"kafka.no.such.setting": "1"})
+    with pytest.raises(LogConfigError, match="'no.such.setting'"):
+        KafkaLogWriter(log, "s.t")
+    assert fake_producer.instances == []
+
+
+# --- writer: tombstones ---------------------------------------------------------------------
+
+
+def test_writer_sends_tombstones_as_null_values(fake_producer):
+    writer = KafkaLogWriter(make_log(unique_key=("id",), changelog_mode="upsert"), "s.t")
+    writer.send(b'{"id":3}', None, route=b'{"id":3,"v":"c"}')
+    result = writer.commit()
+    (producer,) = fake_producer.instances
+    assert producer.sent == [("analytics.orders", b'{"id":3}', None, None)]
+    assert result.records == 1
+
+
+# --- prepare: topic settings and the partition count ---------------------------------------
+
+
+def test_prepare_creates_topic_with_topic_configs(fake_admin):
+    log = make_log(partitions=2, topic_config={"cleanup.policy": "compact",
+                                               "retention.ms": "1000"})
+    assert KafkaLogSystem().prepare(log) == 2
+    assert fake_admin.created == [("analytics.orders", 2, 1)]
+    assert fake_admin.topic_configs["analytics.orders"] == {"cleanup.policy": "compact",
+                                                           "retention.ms": "1000"}
+
+
+def test_prepare_creates_topic_without_topic_configs(fake_admin):
+    KafkaLogSystem().prepare(make_log())
+    assert fake_admin.topic_configs["analytics.orders"] == {}
+
+
+def test_prepare_returns_the_existing_topics_partition_count(fake_admin):
+    fake_admin.topics["analytics.orders"] = 6
+    assert KafkaLogSystem().prepare(make_log(partitions=3)) == 6
+    assert fake_admin.created == []
+    assert fake_admin.topic_configs == {}  # an existing topic's settings are left alone
+
+
+def test_prepare_returns_the_configured_count_for_a_new_topic(fake_admin):
+    assert KafkaLogSystem().prepare(make_log(partitions=4)) == 4
+
+
+def test_prepare_concurrent_creation_returns_the_winners_count(fake_admin, monkeypatch):
+    class Racing(FakeAdmin):
+        def create_topics(self, new_topics, validate_only=False):
+            self.topics["analytics.orders"] = 5
+            raise TopicAlreadyExistsError("exists")
+
+    monkeypatch.setattr(kafka, "KafkaAdminClient", Racing)
+    assert KafkaLogSystem().prepare(make_log(partitions=2)) == 5
+
+
+def test_prepare_admin_gets_admin_settings_only(fake_admin):
+    # producer-only settings (linger.ms) would make KafkaAdminClient refuse to start
+    log = make_log({"linger.ms": "5", "security.protocol": "SSL"})
+    KafkaLogSystem().prepare(log)
+    (config,) = fake_admin.configs
+    assert "linger_ms" not in config
+    assert config["security_protocol"] == "SSL"
+    assert config["request_timeout_ms"] == ADMIN_DEFAULTS["request_timeout_ms"]
+    assert config["bootstrap_servers"] == ["b1:9092"]
+
+
+def test_prepare_broker_error_is_unreachable_and_closes(fake_admin):
+    fake_admin.create_error = KafkaTimeoutError("timed out")
+    with pytest.raises(DbtRuntimeError) as info:
+        KafkaLogSystem().prepare(make_log())
+    assert "is not usable" in str(info.value) and "timed out" in str(info.value)
+    assert fake_admin.closed == 1
+
+
+# --- check (dbt debug) ----------------------------------------------------------------------
+
+PROBE = "dbt-logstore-debug-probe"
+
+
+def debug_log(**kw):
+    return LogConfig(model="dbt debug", system="kafka", bootstrap_servers="b1:9092", **kw)
+
+
+def test_check_reports_reachable_and_creatable(fake_admin):
+    fake_admin.topics.update({"a": 1, "b": 1})
+    lines = KafkaLogSystem().check(debug_log())
+    assert lines == ["Kafka at b1:9092: reachable (2 topics)", "Kafka topics: creatable"]
+    assert fake_admin.validated == [PROBE]
+    assert fake_admin.created == []  # validate_only: nothing was created
+    assert fake_admin.deleted == []
+    assert fake_admin.closed == 1
+
+
+def test_check_deletes_probe_when_broker_ignores_validate_only(fake_admin):
+    fake_admin.honours_validate_only = False
+    lines = KafkaLogSystem().check(debug_log())
+    assert lines[-1] == "Kafka topics: creatable"
+    assert fake_admin.created == [(PROBE, 1, 1)]
+    assert fake_admin.deleted == [PROBE]
+    assert PROBE not in fake_admin.topics
+
+
+def test_check_probe_left_by_an_earlier_run(fake_admin):
+    fake_admin.topics[PROBE] = 1
+    fake_admin.create_error = TopicAlreadyExistsError("exists")
+    lines = KafkaLogSystem().check(debug_log())
+    assert lines == ["Kafka at b1:9092: reachable (1 topics)", "Kafka topics: creatable"]
+    assert fake_admin.deleted == [PROBE]  # cleaned up
+
+
+def test_check_refused_topic_creation(fake_admin):
+    fake_admin.create_error = TopicAuthorizationFailedError("not allowed")
+    with pytest.raises(DbtRuntimeError) as info:
+        KafkaLogSystem().check(debug_log())
+    message = str(info.value)
+    assert "b1:9092" in message
+    assert "refused a check" in message
+    assert "TopicAuthorizationFailedError" in message
+    assert fake_admin.closed == 1
+
+
+def test_check_unreachable(monkeypatch):
+    class Unreachable(FakeAdmin):
+        def __init__(self, **config):
+            raise KafkaTimeoutError("no brokers")
+
+    monkeypatch.setattr(kafka, "KafkaAdminClient", Unreachable)
+    with pytest.raises(DbtRuntimeError) as info:
+        KafkaLogSystem().check(debug_log())
+    assert "b1:9092" in str(info.value) and "no brokers" in str(info.value)
+
+
+def test_check_uses_client_properties_for_admin_only(fake_admin):
+    KafkaLogSystem().check(debug_log(client_properties={"security.protocol": "SASL_SSL",
+                                                        "linger.ms": "5"}))
+    (config,) = fake_admin.configs
+    assert config["security_protocol"] == "SASL_SSL"
+    assert "linger_ms" not in config
+
+
+def test_check_unknown_client_property_fails(fake_admin):
+    with pytest.raises(LogConfigError, match="'no.such'"):
+        KafkaLogSystem().check(debug_log(client_properties={"no.such": "1"}))
+    assert fake_admin.configs == []

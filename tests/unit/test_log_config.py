@@ -419,3 +419,123 @@ def test_merge_needs_a_key():
     assert "unique_key" in message
     assert resolve({"log.system": "kafka", "unique_key": "id"},
                    model=ref(materialized="incremental", incremental_strategy="merge")).enabled
+
+
+# --- stored table properties ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("unique_key,stored", [(None, ""), ("id", "id"),
+                                               (["tenant", "id"], "tenant,id")])
+def test_table_properties_record_the_key(unique_key, stored):
+    raw = {"log.system": "kafka"}
+    if unique_key is not None:
+        raw["unique_key"] = unique_key
+    assert resolve(raw).table_properties()["log.key"] == stored
+
+
+def test_table_properties_record_format_mode_and_ignore_delete():
+    props = resolve({"log.system": "kafka", "unique_key": "id", "log_format": "json",
+                     "log_ignore_delete": "true"}).table_properties()
+    assert props["log.format"] == "json"
+    assert props["log.changelog-mode"] == "upsert"  # auto, resolved
+    assert props["log.ignore-delete"] == "true"
+
+
+def test_topic_config_is_not_a_table_property():
+    log = resolve({"log.system": "kafka", "kafka.topic-config.retention.ms": 1000,
+                   "kafka.topic-config.cleanup.policy": "compact"})
+    assert log.topic_config == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    props = log.table_properties()
+    assert not any("retention" in k or "cleanup" in k or "topic-config" in k for k in props)
+    assert "compact" not in props.values()
+
+
+def test_topic_config_is_not_a_client_property():
+    log = resolve({"log.system": "kafka", "kafka.topic-config.cleanup.policy": "compact"})
+    assert dict(log.client_properties) == {}
+
+
+def test_model_pass_through_properties_are_not_table_properties():
+    log = resolve({"log.system": "kafka", "kafka.sasl.plain.password": SECRET,
+                   "properties.linger.ms": "5"})
+    assert log.client_properties["sasl.plain.password"] == SECRET
+    assert log.client_properties["linger.ms"] == "5"
+    props = log.table_properties()
+    assert SECRET not in props.values()
+    assert "linger.ms" not in props and "sasl.plain.password" not in props
+    assert SECRET not in repr(log)
+
+
+def test_canonical_spellings_are_not_passed_through():
+    log = resolve({"log.system": "kafka", "kafka.topic": "t", "kafka.bootstrap.servers": "m:1"})
+    assert dict(log.client_properties) == {}
+
+
+def test_same_client_property_twice_with_the_same_value_is_fine():
+    log = resolve({"log.system": "kafka", "kafka.acks": "all", "properties.acks": "all"})
+    assert log.client_properties["acks"] == "all"
+
+
+# --- Amoro's switch ---------------------------------------------------------------------------
+
+
+def test_amoro_type_without_enabled_fails():
+    message = error_of({"log-store.type": "kafka"})
+    assert "orders_model" in message
+    assert "'log-store.type'" in message and "'log-store.enabled: true'" in message
+
+
+def test_amoro_type_without_enabled_fails_even_with_log_system():
+    message = error_of({"log.system": "kafka", "log-store.type": "kafka"})
+    assert "'log-store.type'" in message and "log-store.enabled" in message
+
+
+@pytest.mark.parametrize("system_key", ["log.system", "log_system"])
+def test_amoro_disabled_conflicts_with_log_system_kafka(system_key):
+    message = error_of({"log-store.enabled": False, system_key: "kafka"})
+    assert "orders_model" in message
+    assert "'log-store.enabled'" in message and "'log.system'" in message
+    assert "'kafka'" in message
+
+
+def test_amoro_enabled_conflicts_with_log_system_none():
+    message = error_of({"log-store.enabled": "true", "log.system": "none"})
+    assert "'log-store.enabled'" in message and "'none'" in message
+
+
+def test_amoro_enabled_agrees_with_log_system_kafka():
+    log = resolve({"log-store.enabled": True, "log.system": "kafka"})
+    assert log.system == "kafka" and log.enabled
+
+
+def test_amoro_disabled_agrees_with_log_system_none():
+    assert not resolve({"log-store.enabled": False, "log.system": "none"}).enabled
+
+
+@pytest.mark.parametrize("value", ["kafka", " Kafka ", None])
+def test_amoro_type_kafka_or_default(value):
+    raw = {"log-store.enabled": True}
+    if value is not None:
+        raw["log-store.type"] = value
+    assert resolve(raw).system == "kafka"
+
+
+def test_amoro_disabled_ignores_type():
+    assert not resolve({"log-store.enabled": False, "log-store.type": "pulsar"}).enabled
+
+
+def test_amoro_unknown_type_fails():
+    message = error_of({"log-store.enabled": True, "log-store.type": "pulsar"})
+    assert "'log-store.type'" in message and "pulsar" in message and "kafka" in message
+
+
+@pytest.mark.parametrize("value", ["maybe", "yes", 1])
+def test_amoro_enabled_must_be_boolean(value):
+    message = error_of({"log-store.enabled": value})
+    assert "'log-store.enabled'" in message and "true, false" in message
+
+
+def test_unknown_amoro_key_fails():
+    message = error_of({"log-store.enabled": True, "log-store.topik": "t"})
+    assert "unknown config key 'log-store.topik'" in message
+    assert "log-store.topic" in message

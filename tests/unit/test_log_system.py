@@ -77,7 +77,10 @@ def test_register_custom_system(monkeypatch):
         name = "custom"
 
         def prepare(self, log):
-            pass
+            return 1
+
+        def check(self, log):
+            return []
 
         def open_writer(self, log, writer_id):
             raise NotImplementedError

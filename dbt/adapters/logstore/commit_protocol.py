@@ -54,6 +54,11 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     return "mirror" if committed and not mirrored else "drop"
 
 
+def _servers(value: Optional[str]) -> frozenset:
+    """One cluster, however its servers are listed."""
+    return frozenset(s.strip() for s in (value or "").split(",") if s.strip())
+
+
 def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions: int) -> bool:
     """Whether this table's log starts now (log just enabled, or a new topic or cluster): then
     the table's current rows are written first, so a consumer of the new log sees the whole table.
@@ -63,11 +68,11 @@ def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions:
     """
     if (table_props.get("log.system") != log.system
             or table_props.get("kafka.topic") != log.topic
-            or table_props.get("kafka.bootstrap.servers") != log.bootstrap_servers):
+            or _servers(table_props.get("kafka.bootstrap.servers")) != _servers(log.bootstrap_servers)):
         return True
     advice = f"Allowed: keep it, or log to a new 'kafka.topic' (a new topic starts with the table's rows)."
-    stored_key = table_props.get("log.key", "")
-    if stored_key != ",".join(log.unique_key):
+    stored_key = table_props.get("log.key")
+    if stored_key is not None and stored_key != ",".join(log.unique_key):
         raise LogConfigError(
             f"Model '{log.model}': 'unique_key' changed from [{stored_key}] to "
             f"[{','.join(log.unique_key)}], but topic '{log.topic}' already holds records keyed by "

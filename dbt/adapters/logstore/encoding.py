@@ -102,6 +102,8 @@ class RecordEncoder:
     upsert: bool = False
 
     def value(self, op: str, before: Optional[str], after: Optional[str]) -> Optional[bytes]:
+        if op not in OPS:
+            raise ValueError(f"unknown change op {op!r}")
         if self.upsert and op == OP_DELETE:
             return None
         if self.format == "json":
