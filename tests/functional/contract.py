@@ -21,6 +21,10 @@ class Message:
     offset: int
     key: Optional[bytes]
     value: Optional[bytes]
+    headers: tuple = ()
+
+    def header(self, name: str) -> Optional[str]:
+        return next((v.decode() for k, v in self.headers if k == name), None)
 
     @property
     def envelope(self) -> Dict[str, Any]:
@@ -50,7 +54,8 @@ def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
             if polled:
                 idle_since = time.monotonic()
             for tp, msgs in polled.items():
-                out.extend(Message(tp.partition, m.offset, m.key, m.value) for m in msgs)
+                out.extend(Message(tp.partition, m.offset, m.key, m.value, tuple(m.headers or ()))
+                           for m in msgs)
             caught_up = all(consumer.position(tp) >= (consumer.highwater(tp) or 0) for tp in parts)
             if caught_up and time.monotonic() - idle_since >= idle_seconds:
                 break
@@ -158,9 +163,22 @@ def _assert_replay_gives(messages: List[Message], types: Dict[str, str], table: 
     )
 
 
+def confirmed(bootstrap_servers: str, topic: str, messages: List[Message]) -> List[Message]:
+    """The records a consumer delivers by docs/log-format.md: those of write attempts that a
+    record in the control topic confirms, within the offsets it states."""
+    ranges = {}
+    for m in read_topic(bootstrap_servers, topic + "__logstore_commits"):
+        c = json.loads(m.value)
+        ranges[c["attempt"]] = {int(p): (a, b) for p, (a, b) in c["offsets"].items()}
+    return [m for m in messages
+            if m.header("logstore.attempt") in ranges
+            and ranges[m.header("logstore.attempt")].get(m.partition, (1, 0))[0] <= m.offset
+            <= ranges[m.header("logstore.attempt")].get(m.partition, (1, 0))[1]]
+
+
 def assert_contract(bootstrap_servers: str, topic: str, relation: str,
                     value_format: str = "debezium-json") -> List[Message]:
-    messages = read_topic(bootstrap_servers, topic)
+    messages = confirmed(bootstrap_servers, topic, read_topic(bootstrap_servers, topic))
     types, table = table_state(relation)
     _assert_replay_gives(messages, types, table, topic, relation, value_format)
     return messages

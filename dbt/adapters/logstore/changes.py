@@ -122,6 +122,17 @@ def upserted_rows_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[s
     )
 
 
+# Bytes a record needs beyond its key and images: envelope, headers, batch framing.
+RECORD_OVERHEAD = 1024
+
+
+def largest_change_sql(changes_relation: str) -> str:
+    """The key and byte size of the largest change (key plus images)."""
+    size = (f"coalesce(octet_length({KEY}), 0) + coalesce(octet_length({BEFORE}), 0) + "
+            f"coalesce(octet_length({AFTER}), 0)")
+    return f"select {KEY}, {size} as size from {changes_relation} order by size desc limit 1"
+
+
 def non_insert_count_sql(changes_relation: str) -> str:
     return f"select count(*) from {changes_relation} where {OP} <> 'c'"
 

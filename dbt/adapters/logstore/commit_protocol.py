@@ -6,28 +6,46 @@
    `<model>__logstore_changes`, tagged with a change-set id (the dbt invocation id).
 3. The table commit; the table is tagged `logstore.changeset.committed = <id>` in the same step
    (a rename of the staged table carries it) or right after it (incremental inserts).
-4. The change set is streamed to the log: one Kafka transaction for `transactional`, an
-   idempotent producer for `eventual`.
-5. The table is tagged `logstore.changeset.mirrored = <id>` and the change table dropped.
+4. The change set is streamed to the log as the table's next snapshot: every record carries
+   headers naming table, snapshot, change set and write attempt, and a confirmation record in
+   the control topic `<topic>__logstore_commits` states what the attempt wrote. One Kafka
+   transaction holds both for `transactional`; an idempotent producer writes them for `eventual`.
+5. The table is tagged `logstore.changeset.mirrored = <id>` with the snapshot id and the log
+   offsets after it, and the change table dropped.
 
 A change table left behind by a failed run is settled first by the next run (`recovery_action`):
-re-sent when the table commit happened and the log write did not finish, dropped otherwise, so a
-committed change is never lost.
+when the table commit happened and the table is not tagged mirrored, the control topic is asked
+whether an attempt was confirmed; if so its snapshot is adopted, otherwise the change set is
+written again as a new attempt. A change table whose table commit never happened is dropped.
+So a committed change reaches the log exactly once, as consumers count it (docs/log-format.md).
 """
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, key_bytes
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.log_system import WriteResult, get_log_system
 
 CHANGESET_ID = "logstore.changeset.id"
 COMMITTED = "logstore.changeset.committed"
 MIRRORED = "logstore.changeset.mirrored"
 TOPIC_PARTITIONS = "logstore.topic.partitions"
+SNAPSHOT_ID = "logstore.snapshot.id"
+SNAPSHOT_OFFSETS = "logstore.snapshot.offsets"
+SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"
+
+# What a rebuilt table takes over from the table it replaces.
+CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS)
+
+# Record headers: every record names its table, snapshot, change set and write attempt.
+H_TABLE, H_SNAPSHOT, H_CHANGESET, H_ATTEMPT = (
+    "logstore.table", "logstore.snapshot", "logstore.changeset", "logstore.attempt")
 
 PROGRESS_EVERY = 100_000
 
@@ -91,28 +109,92 @@ def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions:
     return False
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A committed snapshot of a logged table: its id (monotonic per table) and, per partition,
+    the log offset a reader continues from after it (Paimon's `logOffsets`)."""
+
+    id: int = 0
+    end_offsets: Dict[int, int] = field(default_factory=dict)
+    attempt: Optional[str] = None
+    records: int = 0
+    written: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # [first, next) this commit
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> "Snapshot":
+        offsets = json.loads(props.get(SNAPSHOT_OFFSETS) or "{}")
+        return cls(id=int(props.get(SNAPSHOT_ID) or 0),
+                   end_offsets={int(p): int(o) for p, o in offsets.items()},
+                   attempt=props.get(SNAPSHOT_ATTEMPT))
+
+    @classmethod
+    def from_confirmation(cls, confirmation: Mapping[str, Any]) -> "Snapshot":
+        return cls(id=int(confirmation["snapshot"]),
+                   end_offsets={int(p): int(o) for p, o in confirmation["end_offsets"].items()},
+                   attempt=confirmation["attempt"], records=int(confirmation["records"]),
+                   written={int(p): (a, b + 1) for p, (a, b) in confirmation["offsets"].items()})
+
+    def properties(self, changeset: str) -> Dict[str, str]:
+        return {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
+                SNAPSHOT_OFFSETS: json.dumps({str(p): o for p, o in sorted(self.end_offsets.items())}),
+                SNAPSHOT_ATTEMPT: str(self.attempt)}
+
+
+def confirmation_record(log: LogConfig, table: TableRef, snapshot_id: int, changeset: str,
+                        attempt: str, previous: Snapshot, result: WriteResult) -> Tuple[bytes, bytes]:
+    """The control-topic record confirming one committed write attempt (see docs/log-format.md)."""
+    end_offsets = dict(previous.end_offsets)
+    end_offsets.update({p: nxt for p, (_, nxt) in result.offsets.items()})
+    value = {
+        "table": table.writer_id, "topic": log.topic, "snapshot": snapshot_id,
+        "changeset": changeset, "attempt": attempt, "records": result.records,
+        "offsets": {str(p): [a, b - 1] for p, (a, b) in sorted(result.offsets.items())},
+        "end_offsets": {str(p): o for p, o in sorted(end_offsets.items())},
+        "ts_ms": int(time.time() * 1000),
+    }
+    return table.writer_id.encode(), json.dumps(value, separators=(",", ":")).encode()
+
+
 def write_change_set(
     log: LogConfig,
     table: TableRef,
     rows: Iterable[ChangeRow],
+    previous: Snapshot,
+    changeset: str,
     progress: Callable[[int], None] = lambda n: None,
-) -> WriteResult:
-    """Stream one commit's change rows into the log; all or nothing for transactional logs."""
+) -> Snapshot:
+    """Stream one commit's change rows into the log as snapshot `previous.id + 1`, confirmed by
+    a control record; all or nothing for transactional logs. Each call is a new attempt."""
+    snapshot_id, attempt = previous.id + 1, uuid.uuid4().hex
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
     encoder = RecordEncoder(
         EnvelopeWriter(schema=table.schema, table=table.identifier, ts_ms=int(time.time() * 1000)),
         format=log.format, upsert=log.upsert,
     )
+    headers = ((H_TABLE, table.writer_id.encode()), (H_SNAPSHOT, str(snapshot_id).encode()),
+               (H_CHANGESET, changeset.encode()), (H_ATTEMPT, attempt.encode()))
+    confirmation: Dict[str, Any] = {}
+
+    def confirm(result: WriteResult) -> Tuple[bytes, bytes]:
+        key, value = confirmation_record(log, table, snapshot_id, changeset, attempt, previous, result)
+        confirmation.update(json.loads(value))
+        return key, value
+
     try:
         for count, (op, key, before, after) in enumerate(rows, start=1):
             writer.send(key_bytes(key), encoder.value(op, before, after),
-                        route=(after if after is not None else before or "").encode())
+                        route=(after if after is not None else before or "").encode(),
+                        headers=headers)
             if count % PROGRESS_EVERY == 0:
                 progress(count)
-        return writer.commit()
+            if count == 2:
+                faults.maybe_crash("mid_log_write")
+        writer.commit(confirm)
     except BaseException:
         writer.abort()
         raise
+    faults.maybe_crash("after_log_commit")
+    return Snapshot.from_confirmation(confirmation)
 
 
 def prepare_log(log: LogConfig) -> int:

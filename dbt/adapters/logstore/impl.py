@@ -15,7 +15,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import changes, commit_protocol
+from dbt.adapters.logstore import changes, commit_protocol, faults
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import LogConfig, ModelRef, resolve_log_config
 from dbt.adapters.logstore.log_system import get_log_system
@@ -31,6 +31,9 @@ class LogstoreAdapterResponse(AdapterResponse):
     rows_mirrored: Optional[int] = None
     topic: Optional[str] = None
     log_offsets: Optional[Dict[str, List[int]]] = None
+    log_snapshot: Optional[int] = None
+    log_end_offsets: Optional[Dict[str, int]] = None
+    log_attempt: Optional[str] = None
 
 
 def _as_dict(value: Any) -> Dict[str, Any]:
@@ -124,19 +127,29 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_check_expressible(self, log: LogConfig, changes_relation: Any) -> None:
-        """`log.format: json` without upsert mode carries only inserts: fail before the commit
-        when the change set has updates or deletes."""
-        if log.format != "json" or log.upsert:
-            return
-        _, table = self.execute(changes.non_insert_count_sql(str(changes_relation)), fetch=True)
-        count = int(table.rows[0][0])
-        if count:
+        """Last checks before the table commit: every change fits in one Kafka record, and
+        `log.format: json` without upsert mode gets only inserts."""
+        limit = int(log.client_properties.get("max.request.size", 1048576))
+        _, table = self.execute(changes.largest_change_sql(str(changes_relation)), fetch=True)
+        if len(table.rows) and int(table.rows[0][1] or 0) + changes.RECORD_OVERHEAD > limit:
+            key, size = table.rows[0]
             raise DbtRuntimeError(
-                f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which cannot "
-                f"express the {count} updates/deletes of this run. Allowed: log.format "
-                f"'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as tombstones), or "
-                f"'log.ignore-delete' for insert-and-delete-only logs. Nothing was changed."
+                f"Model '{log.model}': the change of row key {key} is {size} bytes, more than one "
+                f"Kafka record may hold (max.request.size = {limit}). Allowed: records up to the "
+                f"limit; raise it with 'kafka.max.request.size' (and the broker's "
+                f"message.max.bytes). Nothing was changed."
             )
+        if log.format == "json" and not log.upsert:
+            _, table = self.execute(changes.non_insert_count_sql(str(changes_relation)), fetch=True)
+            count = int(table.rows[0][0])
+            if count:
+                raise DbtRuntimeError(
+                    f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which "
+                    f"cannot express the {count} updates/deletes of this run. Allowed: log.format "
+                    f"'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as tombstones), "
+                    f"or 'log.ignore-delete' for insert-and-delete-only logs. Nothing was changed."
+                )
+        faults.maybe_crash("before_table_commit")
 
     @available.parse_none
     def logstore_row_count(self, relation: Any) -> int:
@@ -166,26 +179,51 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
-                        rows_affected: Optional[int] = None) -> LogstoreAdapterResponse:
-        """Stream the committed change set from Spark into the log."""
-        columns = ", ".join(changes.CHANGE_COLUMNS)
-        handle = self.connections.get_thread_connection().handle
-        rows = iter_query_rows(handle, f"select {columns} from {changes_relation}")
+                        changeset: str, rows_affected: Optional[int] = None,
+                        recovering: bool = False, log_starts: bool = False) -> LogstoreAdapterResponse:
+        """Write the committed change set to the log as the table's next snapshot (or, when
+        recovering, adopt the snapshot an earlier attempt already confirmed)."""
+        faults.maybe_crash("after_table_commit")
         table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
-        result = commit_protocol.write_change_set(
-            log, table, rows,
-            progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
-        )
-        logger.debug(f"{log.model}: mirrored {result.describe()}")
+        previous = commit_protocol.Snapshot.from_properties(self._table_properties(target_relation))
+        if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
+            previous = commit_protocol.Snapshot(id=previous.id)
+        log_system = get_log_system(log.system)
+        confirmed = log_system.find_confirmation(log, table.writer_id, changeset) if recovering else None
+        if confirmed is not None:
+            logger.info(f"{log.model}: change set {changeset} was already confirmed as snapshot "
+                        f"{confirmed['snapshot']}; not writing it again")
+            snapshot = commit_protocol.Snapshot.from_confirmation(confirmed)
+        else:
+            columns = ", ".join(changes.CHANGE_COLUMNS)
+            handle = self.connections.get_thread_connection().handle
+            rows = iter_query_rows(handle, f"select {columns} from {changes_relation}")
+            snapshot = commit_protocol.write_change_set(
+                log, table, rows, previous, changeset,
+                progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
+            )
+        offsets = {str(p): [a, b - 1] for p, (a, b) in sorted(snapshot.written.items())}
+        ranges = ", ".join(f"p{p}:{a}-{b}" for p, (a, b) in offsets.items())
         written = "" if rows_affected is None else f"{rows_affected} rows, "
         return LogstoreAdapterResponse(
-            _message=f"OK, {written}mirrored {result.describe()}",
+            _message=f"OK, {written}mirrored {snapshot.records} records to {log.topic}"
+                     + (f" ({ranges})" if ranges else "") + f", snapshot {snapshot.id}",
             rows_affected=rows_affected,
-            rows_mirrored=result.records,
-            topic=result.topic,
-            # inclusive [first, last] offset written per partition
-            log_offsets={str(p): [a, b - 1] for p, (a, b) in sorted(result.offsets.items())},
+            rows_mirrored=snapshot.records,
+            topic=log.topic,
+            log_offsets=offsets,  # inclusive [first, last] offset written per partition
+            log_snapshot=snapshot.id,
+            log_end_offsets={str(p): o for p, o in sorted(snapshot.end_offsets.items())},
+            log_attempt=snapshot.attempt,
         )
+
+    @available
+    def logstore_snapshot_properties(self, response: LogstoreAdapterResponse, changeset: str) -> Dict[str, str]:
+        """Table properties recording the snapshot a mirror wrote (or adopted)."""
+        snapshot = commit_protocol.Snapshot(
+            id=int(response.log_snapshot or 0), attempt=response.log_attempt,
+            end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()})
+        return snapshot.properties(changeset)
 
     @available.parse_none
     def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any) -> Optional[str]:
@@ -196,12 +234,18 @@ class LogstoreAdapter(SparkAdapter):
             return changes_props[commit_protocol.CHANGESET_ID]
         return None
 
-    @available
+    @available.parse_none
     def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,
-                            topic_partitions: Optional[int] = None) -> Dict[str, str]:
+                            topic_partitions: Optional[int] = None,
+                            carry_from: Any = None) -> Dict[str, str]:
         """Table properties of a commit: the log options, the change-set tag, the partition
-        count the records were placed with."""
-        props = log.table_properties()
+        count the records were placed with. A table that replaces `carry_from` carries on its
+        snapshot history (id, offsets), so snapshot ids stay monotonic across rebuilds."""
+        props: Dict[str, str] = {}
+        if carry_from is not None and carry_from.is_table:
+            old = self._table_properties(carry_from)
+            props.update({k: v for k, v in old.items() if k in commit_protocol.CARRIED})
+        props.update(log.table_properties())
         if changeset_id:
             props[commit_protocol.COMMITTED] = changeset_id
         if topic_partitions:

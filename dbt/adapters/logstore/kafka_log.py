@@ -1,11 +1,13 @@
 """The Kafka writer: topic management and one producer (transaction) per table commit."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+import json
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
 
 # Throughput over latency: a commit is written in one burst, so batch generously.
@@ -102,6 +104,12 @@ class KafkaLogSystem(LogSystem):
                     existing = log.partitions
                 except TopicAlreadyExistsError:  # created concurrently: fine
                     existing = self._partition_count(admin, str(log.topic))
+            if self._partition_count(admin, control_topic_for(str(log.topic))) is None:
+                try:
+                    admin.create_topics([NewTopic(control_topic_for(str(log.topic)), 1,
+                                                  log.replication)])
+                except TopicAlreadyExistsError:
+                    pass
             if existing is not None and existing < log.partitions:
                 raise LogConfigError(
                     f"Model '{log.model}': topic '{log.topic}' has {existing} partitions but "
@@ -151,6 +159,48 @@ class KafkaLogSystem(LogSystem):
         (description,) = admin.describe_topics([topic])
         return len(description["partitions"])
 
+    def find_confirmation(self, log: LogConfig, table_id: str, changeset: str) -> Optional[Dict[str, Any]]:
+        import time
+
+        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+        from kafka.errors import KafkaError
+
+        if log.transactional:
+            # Fence the crashed writer first: its open transaction is aborted, so it can neither
+            # commit later nor hold back read_committed readers of the control topic.
+            fence = KafkaProducer(transactional_id=f"dbt-logstore.{table_id}",
+                                  **client_config(log, PRODUCER_DEFAULTS))
+            fence.init_transactions()
+            fence.close()
+        keys = KafkaConsumer.DEFAULT_CONFIG
+        config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in keys}
+        try:
+            consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
+                                     isolation_level="read_committed", **config)
+        except KafkaError as exc:
+            raise _unreachable(log, exc) from exc
+        found = None
+        try:
+            partition = TopicPartition(control_topic_for(str(log.topic)), 0)
+            consumer.assign([partition])
+            consumer.seek_to_beginning(partition)
+            idle, deadline = 0, time.monotonic() + 60
+            while idle < 3:  # read to the end: three empty polls past the high watermark
+                if time.monotonic() > deadline:
+                    raise DbtRuntimeError(
+                        f"Model '{log.model}': could not read the control topic "
+                        f"'{control_topic_for(str(log.topic))}' to its end within 60 s")
+                batches = consumer.poll(timeout_ms=300)
+                for record in batches.get(partition, []):
+                    value = json.loads(record.value)
+                    if value.get("table") == table_id and value.get("changeset") == changeset:
+                        found = value
+                caught_up = consumer.position(partition) >= (consumer.highwater(partition) or 0)
+                idle = idle + 1 if (not batches and caught_up) else 0
+        finally:
+            consumer.close()
+        return found
+
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
         return KafkaLogWriter(log, writer_id)
 
@@ -186,7 +236,8 @@ class KafkaLogWriter(LogWriter):
     def _on_error(self, exc: BaseException) -> None:
         self._error = self._error or exc
 
-    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes) -> None:
+    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
+             headers: Sequence[Tuple[str, bytes]] = ()) -> None:
         from kafka.errors import KafkaError
 
         if self._error is not None:
@@ -199,14 +250,14 @@ class KafkaLogWriter(LogWriter):
             partition = partition_for(route, self._partitions)
         try:
             future = self._producer.send(str(self._log.topic), value=value, key=key,
-                                         partition=partition)
+                                         partition=partition, headers=list(headers))
         except KafkaError as exc:
             raise self._failure(exc, key) from exc
         future.add_callback(self._on_success)
         future.add_errback(self._on_error)
         self._result.records += 1
 
-    def commit(self) -> WriteResult:
+    def commit(self, confirmation: Callable[[WriteResult], Tuple[bytes, bytes]]) -> WriteResult:
         from kafka.errors import KafkaError
 
         # On failure the caller calls abort(), which also releases the producer.
@@ -214,6 +265,10 @@ class KafkaLogWriter(LogWriter):
             self._producer.flush()
             if self._error is not None:
                 raise self._failure(self._error)
+            key, value = confirmation(self._result)  # offsets are known once all are acked
+            self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
+                                partition=0).get(timeout=30)
+            faults.maybe_crash("before_log_commit")
             if self._log.transactional:
                 self._producer.commit_transaction()
         except KafkaError as exc:

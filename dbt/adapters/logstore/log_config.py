@@ -62,6 +62,14 @@ OWN_PREFIXES = ("log.", "log_", "log-store.", "mixed-format.", "mixed_format_")
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
+CONTROL_TOPIC_SUFFIX = "__logstore_commits"
+
+
+def control_topic_for(topic: str) -> str:
+    """The control topic that confirms each committed write attempt of a log topic."""
+    return topic + CONTROL_TOPIC_SUFFIX
+
+
 class LogConfigError(DbtConfigError):
     """A log option is invalid; the message names model, key, value and what is allowed."""
 
@@ -308,9 +316,11 @@ def resolve_log_config(
     key_format = _choice(model, raw, "log.key.format", KEY_FORMATS)
 
     topic = _lookup(model, raw, "kafka.topic") or f"{ref.schema}.{ref.alias}"
-    if not _TOPIC_RE.fullmatch(str(topic)) or topic in (".", ".."):
+    if not _TOPIC_RE.fullmatch(control_topic_for(str(topic))) or topic in (".", ".."):
+        limit = 249 - len(CONTROL_TOPIC_SUFFIX)  # room for the control topic's suffix
         raise _fail(
-            model, "kafka.topic", topic, "1-249 characters of ASCII letters, digits, '.', '_', '-'"
+            model, "kafka.topic", topic,
+            f"1-{limit} characters of ASCII letters, digits, '.', '_', '-'"
         )
 
     servers = _lookup(model, raw, "kafka.bootstrap.servers") or profile_bootstrap_servers

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.log_config import LogConfig
 
@@ -30,13 +30,16 @@ class LogWriter(ABC):
     transactional mode."""
 
     @abstractmethod
-    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes) -> None:
+    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
+             headers: Sequence[Tuple[str, bytes]] = ()) -> None:
         """Queue one record (a None value is a tombstone). `route` places keyless records:
         equal rows share a partition."""
 
     @abstractmethod
-    def commit(self) -> WriteResult:
-        """Make every queued record durable (and visible, for transactional logs)."""
+    def commit(self, confirmation: Callable[[WriteResult], Tuple[bytes, bytes]]) -> WriteResult:
+        """Make every queued record durable, then write the confirmation (key, value) that
+        `confirmation` builds from what was written to the control topic — in the same
+        transaction for transactional logs — and make it all visible."""
 
     @abstractmethod
     def abort(self) -> None:
@@ -54,6 +57,10 @@ class LogSystem(ABC):
     @abstractmethod
     def check(self, log: LogConfig) -> "list[str]":
         """`dbt debug`: one line per check passed (reachable, topics creatable); raises on failure."""
+
+    @abstractmethod
+    def find_confirmation(self, log: LogConfig, table_id: str, changeset: str) -> Optional[Dict[str, Any]]:
+        """The committed confirmation of a change set, if the control topic holds one."""
 
     @abstractmethod
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:

@@ -34,7 +34,7 @@
     {%- set pending = adapter.logstore_pending_changeset(leftover, existing) -%}
     {%- if pending -%}
       {{ log("logstore: re-sending change set " ~ pending ~ " of " ~ target_relation ~ " left by a failed run", info=true) }}
-      {%- do logstore_finish(log_config, existing, leftover, pending) -%}
+      {%- do logstore_finish(log_config, existing, leftover, pending, recovering=true) -%}
     {%- else -%}
       {%- do adapter.drop_relation(leftover) -%}
     {%- endif -%}
@@ -44,7 +44,7 @@
     {%- set changeset_id = invocation_id ~ '-start' -%}
     {%- do logstore_build_changes(log_config, changes, existing, changeset_id=changeset_id) -%}
     {%- do logstore_set_tblproperties(existing, adapter.logstore_properties(log_config, changeset_id, partitions)) -%}
-    {%- do logstore_finish(log_config, existing, changes, changeset_id) -%}
+    {%- do logstore_finish(log_config, existing, changes, changeset_id, log_starts=true) -%}
   {%- endif -%}
   {%- do adapter.drop_relation(logstore_relation(target_relation, 'new')) -%}
   {%- do adapter.drop_relation(logstore_relation(target_relation, 'merged')) -%}
@@ -71,10 +71,12 @@
 {%- endmacro %}
 
 
-{#-- After the table commit: stream the change set to the log, then mark it mirrored. --#}
-{% macro logstore_finish(log_config, target_relation, changes_relation, changeset_id, rows_affected=none) -%}
-  {%- set response = adapter.logstore_mirror(log_config, changes_relation, target_relation, rows_affected) -%}
-  {%- do logstore_set_tblproperties(target_relation, {'logstore.changeset.mirrored': changeset_id}) -%}
+{#-- After the table commit: write the change set to the log as the next snapshot, then record
+     the snapshot (id, log offsets after it) with the table and drop the change set. --#}
+{% macro logstore_finish(log_config, target_relation, changes_relation, changeset_id, rows_affected=none, recovering=false, log_starts=false) -%}
+  {%- set response = adapter.logstore_mirror(log_config, changes_relation, target_relation, changeset_id,
+                                             rows_affected, recovering, log_starts) -%}
+  {%- do logstore_set_tblproperties(target_relation, adapter.logstore_snapshot_properties(response, changeset_id)) -%}
   {%- do adapter.drop_relation(changes_relation) -%}
   {{ return(response) }}
 {%- endmacro %}
@@ -83,7 +85,7 @@
 {#-- The commit by swap: the staged table, tagged with the change set, takes the model's name
      (so tag and rows commit together), then the change set goes to the log. --#}
 {% macro logstore_swap_in(log_config, staged_relation, target_relation, old_relation, changes_relation, partitions, rows_affected) -%}
-  {%- do logstore_set_tblproperties(staged_relation, adapter.logstore_properties(log_config, invocation_id, partitions)) -%}
+  {%- do logstore_set_tblproperties(staged_relation, adapter.logstore_properties(log_config, invocation_id, partitions, old_relation)) -%}
   {%- if old_relation is not none -%}
     {%- do adapter.drop_relation(old_relation) -%}
   {%- endif -%}
