@@ -1,6 +1,8 @@
 """The reader: read a logged table's changelog back and replay it into rows.
 
-Partitions are read with `assign()` (no consumer-group join) and `read_committed` isolation.
+Partitions are read with `assign()` (no consumer-group join) and `read_committed` isolation, and
+only records of write attempts that the control topic confirms are delivered (the consumer rules
+of docs/log-format.md), so each committed change is delivered once on any Kafka-compatible broker.
 """
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 import time
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -27,12 +29,9 @@ def decode_json(data: Optional[bytes]) -> Any:
     return None if data is None else json.loads(data, parse_float=Decimal)
 
 
-def read_changelog(
-    bootstrap_servers: str, topic: str, idle_seconds: float = 1.5, timeout_seconds: float = 60.0,
-    **client_config: Any,
-) -> Iterator[ChangeRecord]:
-    """Yield every record of `topic` from the beginning up to its current end, partition order
-    kept (records of one key are in one partition)."""
+def _records(bootstrap_servers: str, topic: str, idle_seconds: float, timeout_seconds: float,
+             client_config: Dict[str, Any]) -> Iterator[Any]:
+    """Every record of `topic` from the beginning to its current end, in partition order."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -53,14 +52,7 @@ def read_changelog(
             if batches:
                 idle_since = time.monotonic()
             for tp in sorted(batches, key=lambda t: t.partition):
-                for msg in batches[tp]:
-                    value = decode_json(msg.value)
-                    if value is None:  # tombstone: delete by key
-                        yield ChangeRecord(tp.partition, msg.offset, decode_json(msg.key), "d",
-                                           None, None, 0)
-                        continue
-                    yield ChangeRecord(tp.partition, msg.offset, decode_json(msg.key), value["op"],
-                                       value.get("before"), value.get("after"), value.get("ts_ms", 0))
+                yield from batches[tp]
             # The end is reached when every partition is past its end offset and nothing new
             # arrives for a moment (some brokers report end offsets short of the real end).
             at_end = all(
@@ -71,6 +63,46 @@ def read_changelog(
                 return
     finally:
         consumer.close()
+
+
+def confirmed_attempts(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
+                       **client_config: Any) -> Dict[str, Dict[int, Tuple[int, int]]]:
+    """attempt id -> {partition: (first, last)} from the topic's control records."""
+    from dbt.adapters.logstore.log_config import control_topic_for
+
+    attempts: Dict[str, Dict[int, Tuple[int, int]]] = {}
+    for msg in _records(bootstrap_servers, control_topic_for(topic), idle_seconds, 60.0, client_config):
+        confirmation = json.loads(msg.value)
+        attempts[confirmation["attempt"]] = {
+            int(p): (first, last) for p, (first, last) in confirmation["offsets"].items()}
+    return attempts
+
+
+def read_changelog(
+    bootstrap_servers: str, topic: str, idle_seconds: float = 1.5, timeout_seconds: float = 60.0,
+    **client_config: Any,
+) -> Iterator[ChangeRecord]:
+    """Yield every confirmed change of `topic` from the beginning up to its current end,
+    partition order kept (records of one key are in one partition)."""
+    attempts = confirmed_attempts(bootstrap_servers, topic, **client_config)
+    for msg in _records(bootstrap_servers, topic, idle_seconds, timeout_seconds, client_config):
+        headers = {k: v.decode() for k, v in (msg.headers or [])}
+        first, last = attempts.get(headers.get("logstore.attempt", ""), {}).get(msg.partition, (1, 0))
+        if not first <= msg.offset <= last:
+            continue  # an attempt that was never confirmed (failed, aborted or retried)
+        value = decode_json(msg.value)
+        if value is None:  # tombstone: delete by key
+            yield ChangeRecord(msg.partition, msg.offset, decode_json(msg.key), "d", None, None, 0)
+            continue
+        if not (isinstance(value, dict) and set(value) == ENVELOPE_FIELDS):
+            # log.format json: the value is the row itself, an upsert
+            yield ChangeRecord(msg.partition, msg.offset, decode_json(msg.key), "c", None, value, 0)
+            continue
+        yield ChangeRecord(msg.partition, msg.offset, decode_json(msg.key), value["op"],
+                           value.get("before"), value.get("after"), value.get("ts_ms", 0))
+
+
+ENVELOPE_FIELDS = {"before", "after", "op", "ts_ms", "source"}
 
 
 class Replica:
