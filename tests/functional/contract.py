@@ -56,7 +56,8 @@ def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
             for tp, msgs in polled.items():
                 out.extend(Message(tp.partition, m.offset, m.key, m.value, tuple(m.headers or ()))
                            for m in msgs)
-            caught_up = all(consumer.position(tp) >= (consumer.highwater(tp) or 0) for tp in parts)
+            caught_up = all(consumer.highwater(tp) is not None
+                            and consumer.position(tp) >= consumer.highwater(tp) for tp in parts)
             if caught_up and time.monotonic() - idle_since >= idle_seconds:
                 break
         return sorted(out, key=lambda m: (m.partition, m.offset))

@@ -1,8 +1,9 @@
 """Config spellings from every place dbt reads config, and bad input failing before any change."""
 import pytest
-from dbt.tests.util import run_dbt, run_dbt_and_capture
+from dbt.tests.util import run_dbt
 
 from dbt.adapters.logstore.broker import free_port
+from tests.functional.dbt_helpers import failure_text
 from tests.functional.contract import assert_contract, spark, table_properties
 
 PLAIN = "select 1 as id, 'x' as name"
@@ -61,13 +62,6 @@ class TestNoLogBehavesAsSpark:
         assert "kafka.topic" not in props and "logstore.changeset.committed" not in props
 
 
-def _failure(args):
-    """The error text of a dbt command that must fail, at parse time (raised) or at run time."""
-    try:
-        _, out = run_dbt_and_capture(args, expect_pass=False)
-    except Exception as exc:  # parse-time errors abort the whole invocation
-        out = str(exc)
-    return " ".join(out.split())
 
 
 class TestLogOnViewIsRejectedAtParse:
@@ -76,7 +70,7 @@ class TestLogOnViewIsRejectedAtParse:
         return {"v.sql": "{{ config(materialized='view', log_system='kafka') }} " + PLAIN}
 
     def test_view(self, project):
-        out = _failure(["run"])
+        out = failure_text(["run"])
         assert "Model 'v'" in out and "log.system" in out
         assert "allowed materializations are table, incremental" in out
 
@@ -88,7 +82,7 @@ class TestUnknownValueIsRejected:
                          "log_consistency='sometimes') }} " + PLAIN}
 
     def test_unknown_consistency(self, project):
-        text = _failure(["run"])
+        text = failure_text(["run"])
         assert "Model 't'" in text and "'log.consistency'" in text and "transactional, eventual" in text
         assert not spark().catalog.tableExists(f"{project.test_schema}.t")
 
@@ -105,7 +99,7 @@ class TestMissingServersIsRejected:
         return {"t.sql": "{{ config(materialized='table', log_system='kafka') }} " + PLAIN}
 
     def test_missing_servers(self, project):
-        out = _failure(["run"])
+        out = failure_text(["run"])
         assert "kafka.bootstrap.servers" in out and "Model 't'" in out
         assert not spark().catalog.tableExists(f"{project.test_schema}.t")
 
@@ -118,7 +112,7 @@ class TestBrokerDownFailsBeforeTheTableChanges:
                          f"kafka_bootstrap_servers='{dead}') }}}} " + PLAIN}
 
     def test_broker_down(self, project):
-        out = _failure(["run"])
+        out = failure_text(["run"])
         assert "Model 't'" in out and "not usable" in out and "Nothing was changed" in out
         assert not spark().catalog.tableExists(f"{project.test_schema}.t")
 
@@ -133,7 +127,7 @@ select * from values {% if var('step', 1) == 1 %} (1, 'a') {% else %} (1, 'a'), 
 
     def test_duplicate_keys(self, project, kafka_bootstrap_servers):
         run_dbt(["run"])
-        out = _failure(["run", "--vars", "{step: 2}"])
+        out = failure_text(["run", "--vars", "{step: 2}"])
         assert "unique_key" in out and '{"id":1}' in out
         relation = f"{project.test_schema}.t"
         assert [tuple(r) for r in spark().table(relation).collect()] == [(1, "a")]

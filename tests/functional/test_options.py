@@ -6,6 +6,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
+from tests.functional.dbt_helpers import failure_text
 from tests.functional.contract import assert_contract, read_topic, spark, table_properties
 
 
@@ -13,12 +14,6 @@ def _run(step=1, expect_pass=True):
     return run_dbt(["run", "--vars", f"{{step: {step}}}"], expect_pass=expect_pass)
 
 
-def _failure(args):
-    try:
-        _, out = run_dbt_and_capture(args, expect_pass=False)
-    except Exception as exc:  # parse-time errors abort the whole invocation
-        out = str(exc)
-    return " ".join(out.split())
 
 
 CUSTOMERS = """
@@ -88,7 +83,7 @@ class TestJsonFormatRefusesWhatItCannotExpress:
         relation = f"{project.test_schema}.bare"
         _run(1)  # inserts only: fine
         assert_contract(kafka_bootstrap_servers, relation, relation, value_format="json")
-        out = _failure(["run", "--vars", "{step: 2}"])
+        out = failure_text(["run", "--vars", "{step: 2}"])
         assert "Model 'bare'" in out and "'log.format' = 'json'" in out and "Nothing was changed" in out
         assert sorted(tuple(r) for r in spark().table(relation).collect()) == [(1, "a"), (2, "b"), (3, "c")]
         assert_contract(kafka_bootstrap_servers, relation, relation, value_format="json")
@@ -176,7 +171,7 @@ class TestUnknownClientPropertyFailsBeforeChange:
                                 "'kafka.no.such.setting': 1}) }} select 1 as id"}
 
     def test_unknown_property(self, project):
-        out = _failure(["run"])
+        out = failure_text(["run"])
         assert "Model 'bad_prop'" in out and "'no.such.setting'" in out
         assert not spark().catalog.tableExists(f"{project.test_schema}.bad_prop")
 
@@ -188,7 +183,7 @@ class TestUnknownLogKeyFailsAtParse:
                             "'log.sytem.partitions': 3}) }} select 1 as id"}
 
     def test_typo(self, project):
-        out = _failure(["parse"])
+        out = failure_text(["parse"])
         assert "Model 'typo'" in out and "unknown config key 'log.sytem.partitions'" in out
 
 
@@ -203,7 +198,7 @@ class TestTopicWithFewerPartitionsFails:
         admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap_servers)
         admin.create_topics([NewTopic(f"narrow_{project.test_schema}", 1, 1)])
         admin.close()
-        out = _failure(["run"])
+        out = failure_text(["run"])
         assert "has 1 partitions but 'log.system.partitions' is 3" in out
         assert not spark().catalog.tableExists(f"{project.test_schema}.wide")
 
@@ -232,7 +227,7 @@ class TestLogStartsWithTheTablesRows:
         assert sorted((m.key.decode(), m.op) for m in log) == [('{"id":1}', "c"), ('{"id":2}', "c")]
         (project.project_root / "models" / "late.sql").write_text(
             LATE.format(key="name", log=", log_system='kafka'"), encoding="utf-8")
-        out = _failure(["run", "--vars", "{step: 2}"])
+        out = failure_text(["run", "--vars", "{step: 2}"])
         assert "'unique_key' changed from [id] to [name]" in out
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from dbt.adapters.logstore import changes
 from dbt.adapters.logstore.changes import (
+    RECORD_OVERHEAD,
     AFTER,
     BEFORE,
     CHANGE_COLUMNS,
@@ -17,6 +18,7 @@ from dbt.adapters.logstore.changes import (
     inserts_sql,
     keyed_diff_sql,
     keyless_diff_sql,
+    largest_change_sql,
     non_insert_count_sql,
     scoped_to,
     upserted_rows_sql,
@@ -330,3 +332,36 @@ def test_non_insert_count_sql():
     assert non_insert_count_sql("db.orders__logstore_changes") == (
         "select count(*) from db.orders__logstore_changes where __logstore_op <> 'c'"
     )
+
+
+# --- largest change (record-size check before the commit) ---------------------------------
+
+
+def test_largest_change_sql_shape():
+    assert largest_change_sql("db.orders__logstore_changes") == (
+        "select __logstore_key, coalesce(octet_length(__logstore_key), 0) + "
+        "coalesce(octet_length(__logstore_before), 0) + "
+        "coalesce(octet_length(__logstore_after), 0) as size "
+        "from db.orders__logstore_changes order by size desc limit 1"
+    )
+
+
+def test_largest_change_sql_counts_bytes_of_key_and_both_images_null_safe():
+    sql = norm(largest_change_sql("c"))
+    for column in (KEY, BEFORE, AFTER):
+        # bytes, not characters; a missing image (insert, delete, keyless) counts 0, not NULL
+        assert f"coalesce(octet_length({column}), 0)" in sql
+    assert "length(__logstore_op)" not in sql
+    assert "char_length" not in sql
+
+
+def test_largest_change_sql_returns_one_row_key_first():
+    sql = norm(largest_change_sql("c"))
+    assert sql.startswith(f"select {KEY},")
+    assert sql.endswith("order by size desc limit 1")
+    assert sql.count(";") == 0
+
+
+def test_record_overhead():
+    assert RECORD_OVERHEAD == 1024
+    assert 0 < RECORD_OVERHEAD < 1048576  # well below Kafka's default max.request.size

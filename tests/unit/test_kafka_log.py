@@ -1,4 +1,10 @@
-"""The Kafka writer without a broker: client config, partitioner, writer/admin with fakes."""
+"""The Kafka writer without a broker: client config, partitioner, writer/admin/consumer with
+fakes."""
+import itertools
+import json
+import os
+from collections import namedtuple
+
 import kafka
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
@@ -10,7 +16,7 @@ from kafka.errors import (
 )
 from kafka.partitioner.default import murmur2
 
-from dbt.adapters.logstore import kafka_log
+from dbt.adapters.logstore import faults, kafka_log
 from dbt.adapters.logstore.kafka_log import (
     ADMIN_DEFAULTS,
     PRODUCER_DEFAULTS,
@@ -22,6 +28,8 @@ from dbt.adapters.logstore.kafka_log import (
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
 
 REAL_PRODUCER = kafka.KafkaProducer
+REAL_CONSUMER = kafka.KafkaConsumer
+CONTROL = "analytics.orders__logstore_commits"
 
 
 def make_log(properties=None, servers="b1:9092", **kw):
@@ -194,6 +202,7 @@ class FakeFuture:
     def __init__(self, partition, offset, error=None):
         self.partition, self.offset, self.error = partition, offset, error
         self.callbacks, self.errbacks = [], []
+        self.timeouts = []  # of each get()
 
     def add_callback(self, fn):
         self.callbacks.append(fn)
@@ -201,14 +210,25 @@ class FakeFuture:
     def add_errback(self, fn):
         self.errbacks.append(fn)
 
+    def _meta(self):
+        return type("Meta", (), {"partition": self.partition, "offset": self.offset})()
+
     def resolve(self):
         if self.error is None:
-            meta = type("Meta", (), {"partition": self.partition, "offset": self.offset})()
             for fn in self.callbacks:
-                fn(meta)
+                fn(self._meta())
         else:
             for fn in self.errbacks:
                 fn(self.error)
+
+    def get(self, timeout=None):
+        self.timeouts.append(timeout)
+        if self.error is not None:
+            raise self.error
+        return self._meta()
+
+
+Sent = namedtuple("Sent", "topic key value partition headers")
 
 
 class FakeProducer:
@@ -217,10 +237,12 @@ class FakeProducer:
     partitions = {0, 1, 2}
     fail_on_send = None
     fail_future = None
+    fail_topics = {}  # topic -> error raised by send() for that topic
+    fail_future_topics = {}  # topic -> error of the futures of that topic
 
     def __init__(self, **config):
         self.config = config
-        self.calls = []
+        self.calls = []  # lifecycle calls and "send <topic>", in order
         self.sent = []
         self.futures = []
         self.offsets = {}
@@ -241,14 +263,17 @@ class FakeProducer:
     def partitions_for(self, topic):
         return self.partitions
 
-    def send(self, topic, value=None, key=None, partition=None):
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
         if self.fail_on_send is not None:
             raise self.fail_on_send
-        self.sent.append((topic, key, value, partition))
+        if topic in self.fail_topics:
+            raise self.fail_topics[topic]
+        self.calls.append(f"send {topic}")
+        self.sent.append(Sent(topic, key, value, partition, headers))
         p = partition if partition is not None else 0
-        offset = self.offsets.get(p, 0)
-        self.offsets[p] = offset + 1
-        future = FakeFuture(p, offset, self.fail_future)
+        offset = self.offsets.get((topic, p), 0)
+        self.offsets[(topic, p)] = offset + 1
+        future = FakeFuture(p, offset, self.fail_future_topics.get(topic, self.fail_future))
         self.futures.append(future)
         return future
 
@@ -261,12 +286,29 @@ class FakeProducer:
         self.calls.append("close")
 
 
+class Confirm:
+    """A confirmation callable: records the results it was given and what the producer had
+    done by then."""
+
+    def __init__(self, producer=None, key=b"analytics.orders", value=b'{"confirmed":true}'):
+        self.key, self.value, self.producer = key, value, producer
+        self.results, self.calls_then = [], []
+
+    def __call__(self, result):
+        self.results.append((result.records, dict(result.offsets)))
+        if self.producer is not None:
+            self.calls_then.append(list(self.producer.calls))
+        return self.key, self.value
+
+
 @pytest.fixture
 def fake_producer(monkeypatch):
     FakeProducer.instances = []
     monkeypatch.setattr(kafka, "KafkaProducer", FakeProducer)
     monkeypatch.setattr(FakeProducer, "fail_on_send", None)
     monkeypatch.setattr(FakeProducer, "fail_future", None)
+    monkeypatch.setattr(FakeProducer, "fail_topics", {})
+    monkeypatch.setattr(FakeProducer, "fail_future_topics", {})
     return FakeProducer
 
 
@@ -281,12 +323,13 @@ def test_transactional_writer(fake_producer):
 
     writer.send(b'{"id":1}', b"v1", route=b"r1")
     writer.send(None, b"v2", route=b"row-image")
-    result = writer.commit()
+    result = writer.commit(Confirm())
 
-    assert producer.sent[0] == ("analytics.orders", b'{"id":1}', b"v1", None)  # keyed: default partitioner
+    # keyed: default partitioner
+    assert producer.sent[0] == ("analytics.orders", b'{"id":1}', b"v1", None, [])
     expected = partition_for(b"row-image", [0, 1, 2])
-    assert producer.sent[1] == ("analytics.orders", None, b"v2", expected)  # keyless: by route
-    assert producer.calls[-3:] == ["flush", "commit_transaction", "close"]
+    assert producer.sent[1] == ("analytics.orders", None, b"v2", expected, [])  # keyless: by route
+    assert producer.calls[-4:] == ["flush", f"send {CONTROL}", "commit_transaction", "close"]
     assert result.records == 2
     assert result.topic == "analytics.orders"
     assert sum(b - a for a, b in result.offsets.values()) == 2
@@ -298,10 +341,10 @@ def test_eventual_writer_has_no_transaction(fake_producer):
     assert "transactional_id" not in producer.config
     assert producer.config["enable_idempotence"] is True
     writer.send(None, b"v", route=b"r")
-    writer.commit()
+    writer.commit(Confirm())
     assert "init_transactions" not in producer.calls
     assert "commit_transaction" not in producer.calls
-    assert producer.calls[-2:] == ["flush", "close"]
+    assert producer.calls[-3:] == ["flush", f"send {CONTROL}", "close"]
 
 
 def test_writer_send_error_names_key(fake_producer):
@@ -319,9 +362,12 @@ def test_writer_async_error_fails_commit(fake_producer):
     fake_producer.fail_future = KafkaError("record too large")
     writer = KafkaLogWriter(make_log(), "s.t")
     writer.send(None, b"v", route=b"r")
+    confirm = Confirm()
     with pytest.raises(DbtRuntimeError, match="record too large"):
-        writer.commit()
+        writer.commit(confirm)
     assert "commit_transaction" not in fake_producer.instances[0].calls
+    assert confirm.results == []  # a failed write is never confirmed
+    assert [s.topic for s in fake_producer.instances[0].sent] == ["analytics.orders"]
 
 
 def test_writer_async_error_fails_next_send(fake_producer):
@@ -425,14 +471,15 @@ def fake_admin(monkeypatch):
 
 def test_prepare_creates_missing_topic(fake_admin):
     KafkaLogSystem().prepare(make_log(partitions=3, replication=2))
-    assert fake_admin.created == [("analytics.orders", 3, 2)]
+    # the topic, and its control topic: one partition, the topic's replication
+    assert fake_admin.created == [("analytics.orders", 3, 2), (CONTROL, 1, 2)]
     assert fake_admin.closed == 1
 
 
 def test_prepare_keeps_existing_topic(fake_admin):
     fake_admin.topics["analytics.orders"] = 6
     KafkaLogSystem().prepare(make_log(partitions=3))
-    assert fake_admin.created == []
+    assert fake_admin.created == [(CONTROL, 1, 1)]  # only the missing control topic
 
 
 def test_prepare_rejects_topic_with_fewer_partitions(fake_admin):
@@ -530,9 +577,10 @@ def test_unknown_model_property_fails_naming_it(fake_producer):
 def test_writer_sends_tombstones_as_null_values(fake_producer):
     writer = KafkaLogWriter(make_log(unique_key=("id",), changelog_mode="upsert"), "s.t")
     writer.send(b'{"id":3}', None, route=b'{"id":3,"v":"c"}')
-    result = writer.commit()
+    result = writer.commit(Confirm())
     (producer,) = fake_producer.instances
-    assert producer.sent == [("analytics.orders", b'{"id":3}', None, None)]
+    assert producer.sent[0] == ("analytics.orders", b'{"id":3}', None, None, [])
+    assert [s.topic for s in producer.sent] == ["analytics.orders", CONTROL]
     assert result.records == 1
 
 
@@ -543,9 +591,11 @@ def test_prepare_creates_topic_with_topic_configs(fake_admin):
     log = make_log(partitions=2, topic_config={"cleanup.policy": "compact",
                                                "retention.ms": "1000"})
     assert KafkaLogSystem().prepare(log) == 2
-    assert fake_admin.created == [("analytics.orders", 2, 1)]
+    assert fake_admin.created == [("analytics.orders", 2, 1), (CONTROL, 1, 1)]
     assert fake_admin.topic_configs["analytics.orders"] == {"cleanup.policy": "compact",
                                                            "retention.ms": "1000"}
+    # the log's topic settings are its own; confirmations are kept forever
+    assert fake_admin.topic_configs[CONTROL] == {"retention.ms": "-1"}
 
 
 def test_prepare_creates_topic_without_topic_configs(fake_admin):
@@ -555,6 +605,7 @@ def test_prepare_creates_topic_without_topic_configs(fake_admin):
 
 def test_prepare_returns_the_existing_topics_partition_count(fake_admin):
     fake_admin.topics["analytics.orders"] = 6
+    fake_admin.topics[CONTROL] = 1
     assert KafkaLogSystem().prepare(make_log(partitions=3)) == 6
     assert fake_admin.created == []
     assert fake_admin.topic_configs == {}  # an existing topic's settings are left alone
@@ -663,3 +714,379 @@ def test_check_unknown_client_property_fails(fake_admin):
     with pytest.raises(LogConfigError, match="'no.such'"):
         KafkaLogSystem().check(debug_log(client_properties={"no.such": "1"}))
     assert fake_admin.configs == []
+
+
+# --- writer: headers, and the confirmation in the control topic ----------------------------
+
+HEADERS = (("logstore.table", b"analytics.orders"), ("logstore.snapshot", b"4"),
+           ("logstore.changeset", b"run-4"), ("logstore.attempt", b"a" * 32))
+
+
+def test_writer_sends_headers_with_every_record(fake_producer):
+    writer = KafkaLogWriter(make_log(), "analytics.orders")
+    writer.send(b'{"id":1}', b"v1", route=b"r1", headers=HEADERS)
+    writer.send(None, None, route=b"r2", headers=HEADERS)
+    (producer,) = fake_producer.instances
+    # kafka-python wants a list of (str, bytes)
+    assert [s.headers for s in producer.sent] == [list(HEADERS), list(HEADERS)]
+
+
+def test_writer_sends_no_headers_by_default(fake_producer):
+    writer = KafkaLogWriter(make_log(), "s.t")
+    writer.send(b"k", b"v", route=b"r")
+    assert fake_producer.instances[0].sent[0].headers == []
+
+
+def test_commit_sends_the_confirmation_to_the_control_topic_before_commit_transaction(fake_producer):
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "analytics.orders")
+    (producer,) = fake_producer.instances
+    writer.send(b'{"id":1}', b"v1", route=b"r1", headers=HEADERS)
+    writer.send(b'{"id":2}', b"v2", route=b"r2", headers=HEADERS)
+    confirm = Confirm(producer, key=b"analytics.orders", value=b'{"snapshot":4}')
+    result = writer.commit(confirm)
+
+    assert producer.calls == [
+        "init_transactions", "begin_transaction",
+        "send analytics.orders", "send analytics.orders",
+        "flush",  # every record acknowledged ...
+        f"send {CONTROL}",  # ... then the confirmation, inside the same transaction ...
+        "commit_transaction",  # ... which commits both
+        "close",
+    ]
+    control = producer.sent[-1]
+    assert control.topic == CONTROL
+    assert control.partition == 0
+    assert (control.key, control.value) == (b"analytics.orders", b'{"snapshot":4}')
+    assert producer.futures[-1].timeouts == [30]  # waited for, before the commit
+    # the confirmation was built after the flush, from every acknowledged record
+    assert confirm.calls_then == [producer.calls[:5]]
+    assert confirm.results == [(2, {0: (0, 2)})]
+    # the control record is not one of the commit's records
+    assert result.records == 2 and result.offsets == {0: (0, 2)}
+
+
+def test_eventual_commit_also_confirms(fake_producer):
+    writer = KafkaLogWriter(make_log(consistency="eventual"), "analytics.orders")
+    (producer,) = fake_producer.instances
+    writer.send(None, b"v", route=b"r")
+    writer.commit(Confirm(producer))
+    assert producer.calls == ["send analytics.orders", "flush", f"send {CONTROL}", "close"]
+    assert producer.sent[-1].partition == 0
+    assert producer.futures[-1].timeouts == [30]
+
+
+def test_commit_of_an_empty_change_set_confirms(fake_producer):
+    writer = KafkaLogWriter(make_log(), "analytics.orders")
+    confirm = Confirm()
+    result = writer.commit(confirm)
+    assert confirm.results == [(0, {})]
+    assert [s.topic for s in fake_producer.instances[0].sent] == [CONTROL]
+    assert result.records == 0
+
+
+def test_failed_confirmation_fails_the_commit(fake_producer):
+    fake_producer.fail_future_topics = {CONTROL: KafkaTimeoutError("control topic timed out")}
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "analytics.orders")
+    (producer,) = fake_producer.instances
+    writer.send(b"k", b"v", route=b"r")
+    with pytest.raises(DbtRuntimeError) as info:
+        writer.commit(Confirm())
+    assert "control topic timed out" in str(info.value)
+    assert "analytics.orders" in str(info.value)
+    assert "commit_transaction" not in producer.calls  # nothing becomes visible
+    writer.abort()
+    assert producer.calls[-2:] == ["abort_transaction", "close"]
+
+
+def test_confirmation_refused_by_send_fails_the_commit(fake_producer):
+    fake_producer.fail_topics = {CONTROL: TopicAuthorizationFailedError("no write on control")}
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "analytics.orders")
+    writer.send(b"k", b"v", route=b"r")
+    with pytest.raises(DbtRuntimeError, match="no write on control"):
+        writer.commit(Confirm())
+    assert "commit_transaction" not in fake_producer.instances[0].calls
+
+
+def test_crash_before_log_commit_leaves_the_transaction_open(fake_producer, monkeypatch):
+    class Exited(BaseException):
+        pass
+
+    def fake_exit(code):
+        raise Exited(code)
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    monkeypatch.setenv(faults.ENV, "before_log_commit")
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "analytics.orders")
+    (producer,) = fake_producer.instances
+    writer.send(b"k", b"v", route=b"r")
+    with pytest.raises(Exited):
+        writer.commit(Confirm())
+    assert producer.calls[-2:] == ["flush", f"send {CONTROL}"]  # confirmed, not committed
+
+
+# --- prepare: the control topic ------------------------------------------------------------
+
+
+def test_prepare_creates_the_control_topic_of_an_existing_topic_once(fake_admin):
+    fake_admin.topics["analytics.orders"] = 3
+    KafkaLogSystem().prepare(make_log(partitions=3, replication=3))
+    assert fake_admin.created == [(CONTROL, 1, 3)]
+    KafkaLogSystem().prepare(make_log(partitions=3, replication=3))
+    assert fake_admin.created == [(CONTROL, 1, 3)]  # not again
+
+
+def test_prepare_keeps_an_existing_control_topic(fake_admin):
+    fake_admin.topics.update({"analytics.orders": 3, CONTROL: 1})
+    assert KafkaLogSystem().prepare(make_log(partitions=3)) == 3
+    assert fake_admin.created == []
+
+
+def test_prepare_control_topic_created_concurrently(fake_admin, monkeypatch):
+    class RacingControl(FakeAdmin):
+        def create_topics(self, new_topics, validate_only=False):
+            if new_topics[0].name == CONTROL:
+                self.topics[CONTROL] = 1
+                raise TopicAlreadyExistsError("exists")
+            super().create_topics(new_topics, validate_only)
+
+    monkeypatch.setattr(kafka, "KafkaAdminClient", RacingControl)
+    assert KafkaLogSystem().prepare(make_log(partitions=2)) == 2
+    assert fake_admin.created == [("analytics.orders", 2, 1)]
+
+
+def test_prepare_control_topic_refused_is_unreachable(fake_admin, monkeypatch):
+    class Refusing(FakeAdmin):
+        def create_topics(self, new_topics, validate_only=False):
+            if new_topics[0].name == CONTROL:
+                raise TopicAuthorizationFailedError("no create")
+            super().create_topics(new_topics, validate_only)
+
+    monkeypatch.setattr(kafka, "KafkaAdminClient", Refusing)
+    with pytest.raises(DbtRuntimeError, match="no create"):
+        KafkaLogSystem().prepare(make_log())
+    assert fake_admin.closed == 1
+
+
+# --- find_confirmation with a fake consumer ------------------------------------------------
+
+
+class FakeRecord:
+    def __init__(self, offset, value):
+        self.offset, self.value = offset, value
+
+
+class FakeConsumer:
+    """The control topic as a list of record values; poll returns up to `batch` records.
+    highwater is None until the first fetch response, as in kafka-python; `silent_polls` polls
+    come back empty before that response arrives."""
+
+    DEFAULT_CONFIG = REAL_CONSUMER.DEFAULT_CONFIG
+    instances = []
+    records = []
+    batch = 2
+    silent_polls = 0
+    fail_on_poll = None
+
+    def __init__(self, **config):
+        unknown = set(config) - set(self.DEFAULT_CONFIG)
+        if unknown:
+            raise kafka.errors.KafkaConfigurationError(f"Unrecognized configs: {unknown}")
+        self.config = config
+        # what the producers (the fence) had done when the consumer was created
+        self.producer_calls_at_start = [list(p.calls) for p in FakeProducer.instances]
+        self.calls = []
+        self.assigned = None
+        self.next_offset = None
+        self.polls = 0
+        self.fetched = False
+        FakeConsumer.instances.append(self)
+
+    def assign(self, partitions):
+        self.calls.append("assign")
+        self.assigned = list(partitions)
+
+    def seek_to_beginning(self, *partitions):
+        self.calls.append("seek_to_beginning")
+        self.seeked = list(partitions)
+        self.next_offset = 0
+
+    def poll(self, timeout_ms=0, max_records=None, update_offsets=True):
+        self.calls.append("poll")
+        self.polls += 1
+        if self.fail_on_poll is not None:
+            raise self.fail_on_poll
+        if self.polls <= self.silent_polls:
+            return {}
+        self.fetched = True
+        values = self.records[self.next_offset:self.next_offset + self.batch]
+        if not values:
+            return {}
+        (partition,) = self.assigned
+        batch = [FakeRecord(self.next_offset + i, v) for i, v in enumerate(values)]
+        self.next_offset += len(values)
+        return {partition: batch}
+
+    def position(self, partition):
+        assert partition in self.assigned
+        return self.next_offset
+
+    def highwater(self, partition):
+        assert partition in self.assigned
+        return len(self.records) if self.fetched else None
+
+    def close(self, autocommit=True):
+        self.calls.append("close")
+
+
+def confirmation(table="analytics.orders", changeset="run-4", attempt="a" * 32, snapshot=4):
+    return {"table": table, "topic": "analytics.orders", "snapshot": snapshot,
+            "changeset": changeset, "attempt": attempt, "records": 1, "offsets": {"0": [0, 0]},
+            "end_offsets": {"0": 1}, "ts_ms": 1}
+
+
+def encoded(*confirmations):
+    return [json.dumps(c, separators=(",", ":")).encode() for c in confirmations]
+
+
+@pytest.fixture
+def fake_consumer(monkeypatch, fake_producer):
+    monkeypatch.setattr(FakeConsumer, "instances", [])
+    monkeypatch.setattr(FakeConsumer, "records", [])
+    monkeypatch.setattr(FakeConsumer, "batch", 2)
+    monkeypatch.setattr(FakeConsumer, "silent_polls", 0)
+    monkeypatch.setattr(FakeConsumer, "fail_on_poll", None)
+    monkeypatch.setattr(kafka, "KafkaConsumer", FakeConsumer)
+    return FakeConsumer
+
+
+def find(log=None, table_id="analytics.orders", changeset="run-4"):
+    return KafkaLogSystem().find_confirmation(log or make_log(), table_id, changeset)
+
+
+def test_find_confirmation_fences_the_writer_before_reading(fake_consumer, fake_producer):
+    fake_consumer.records = encoded(confirmation())
+    find(make_log(consistency="transactional"))
+    (fence,) = fake_producer.instances
+    # the same transactional id as the table's writer, so its open transaction is aborted
+    assert fence.config["transactional_id"] == "dbt-logstore.analytics.orders"
+    assert fence.config["bootstrap_servers"] == ["b1:9092"]
+    (consumer,) = fake_consumer.instances
+    assert consumer.producer_calls_at_start == [["init_transactions", "close"]]
+
+
+def test_find_confirmation_fences_with_the_writers_transactional_id(fake_consumer, fake_producer):
+    log = make_log(consistency="transactional")
+    KafkaLogWriter(log, "analytics.orders")
+    find(log)
+    writer, fence = fake_producer.instances
+    assert fence.config["transactional_id"] == writer.config["transactional_id"]
+
+
+def test_find_confirmation_of_an_eventual_log_does_not_fence(fake_consumer, fake_producer):
+    fake_consumer.records = encoded(confirmation())
+    assert find(make_log(consistency="eventual")) == confirmation()
+    assert fake_producer.instances == []
+
+
+def test_find_confirmation_reads_the_control_topic_from_the_beginning(fake_consumer):
+    find(make_log({"linger.ms": "5", "security.protocol": "SSL"}))
+    (consumer,) = fake_consumer.instances
+    partition = kafka.TopicPartition(CONTROL, 0)
+    assert consumer.assigned == [partition]  # assign(), no consumer group
+    assert consumer.seeked == [partition]
+    assert consumer.calls[:2] == ["assign", "seek_to_beginning"]
+    assert consumer.calls[-1] == "close"
+    config = consumer.config
+    assert config["group_id"] is None
+    assert config["enable_auto_commit"] is False
+    assert config["isolation_level"] == "read_committed"  # aborted attempts are invisible
+    assert config["bootstrap_servers"] == ["b1:9092"]
+    assert config["security_protocol"] == "SSL"
+    assert "linger_ms" not in config  # producer-only settings stay with the producer
+
+
+def test_find_confirmation_returns_the_matching_confirmation(fake_consumer):
+    match = confirmation()
+    fake_consumer.records = encoded(
+        confirmation(table="analytics.other"),  # another table logging to this topic
+        confirmation(changeset="run-3", snapshot=3),  # an earlier change set
+        match,
+        confirmation(changeset="run-5", snapshot=5),
+    )
+    assert find() == match
+
+
+def test_find_confirmation_matches_table_and_changeset(fake_consumer):
+    fake_consumer.records = encoded(confirmation(table="analytics.other"),
+                                    confirmation(changeset="run-3"))
+    assert find() is None
+
+
+def test_find_confirmation_returns_the_last_matching_attempt(fake_consumer):
+    fake_consumer.records = encoded(confirmation(attempt="1" * 32), confirmation(table="x"),
+                                    confirmation(attempt="2" * 32))
+    assert find()["attempt"] == "2" * 32
+
+
+def test_find_confirmation_reads_to_the_end(fake_consumer):
+    fake_consumer.batch = 1
+    fake_consumer.records = encoded(*[confirmation(changeset=f"run-{i}") for i in range(9)])
+    assert find(changeset="run-8")["changeset"] == "run-8"
+    assert fake_consumer.instances[0].next_offset == 9
+
+
+def test_find_confirmation_none_when_absent(fake_consumer):
+    fake_consumer.records = encoded(confirmation(changeset="run-1"), confirmation(changeset="run-2"))
+    assert find() is None
+    assert fake_consumer.instances[0].calls[-1] == "close"
+
+
+def test_find_confirmation_none_for_an_empty_control_topic(fake_consumer):
+    assert find() is None
+    (consumer,) = fake_consumer.instances
+    assert consumer.calls.count("poll") == 3  # three empty polls at the end: done
+    assert consumer.calls[-1] == "close"
+
+
+def test_find_confirmation_waits_for_the_first_fetch_response(fake_consumer):
+    # Before kafka-python's first fetch response, poll() returns nothing and highwater() is
+    # None; that is not "caught up". A confirmation that is there must still be found, or
+    # recovery writes the change set a second time.
+    fake_consumer.silent_polls = 3
+    fake_consumer.records = encoded(confirmation())
+    assert find() == confirmation()
+
+
+def test_find_confirmation_closes_the_consumer_on_errors(fake_consumer):
+    fake_consumer.fail_on_poll = KafkaTimeoutError("poll failed")
+    with pytest.raises(DbtRuntimeError, match="orders_model.*poll failed"):
+        find()
+    assert fake_consumer.instances[0].calls[-1] == "close"
+
+
+def test_find_confirmation_gives_up_after_60_seconds(fake_consumer, monkeypatch):
+    class NeverCaughtUp(FakeConsumer):
+        def highwater(self, partition):
+            return 10  # the end moves away: never reached
+
+    monkeypatch.setattr(kafka, "KafkaConsumer", NeverCaughtUp)
+    import time
+
+    clock = itertools.count(0, 7.0)
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    with pytest.raises(DbtRuntimeError) as info:
+        find()
+    assert CONTROL in str(info.value) and "60 s" in str(info.value)
+    assert "orders_model" in str(info.value)
+    assert NeverCaughtUp.instances[0].calls[-1] == "close"
+
+
+def test_find_confirmation_unreachable(fake_consumer, monkeypatch):
+    class Unreachable(FakeConsumer):
+        def __init__(self, **config):
+            raise KafkaTimeoutError("no brokers")
+
+    monkeypatch.setattr(kafka, "KafkaConsumer", Unreachable)
+    with pytest.raises(DbtRuntimeError) as info:
+        find(make_log(consistency="eventual"))
+    assert "b1:9092" in str(info.value) and "no brokers" in str(info.value)

@@ -2,9 +2,11 @@
 import pytest
 
 from dbt.adapters.logstore.log_config import (
+    CONTROL_TOPIC_SUFFIX,
     LogConfig,
     LogConfigError,
     ModelRef,
+    control_topic_for,
     resolve_log_config,
 )
 
@@ -196,15 +198,43 @@ def test_partitions_accepts_positive_ints_and_strings(value, expected):
     assert resolve({"log.system": "kafka", "log.system.partitions": value}).partitions == expected
 
 
+# Kafka allows 249 characters; the control topic `<topic>__logstore_commits` needs 18 of them.
+MAX_TOPIC = 249 - len("__logstore_commits")
+
+
 @pytest.mark.parametrize("topic", [
     "has space", "slash/topic", "colon:topic", "ümlaut", ".", "..", "x" * 250, "star*",
+    "x" * 249, "x" * (MAX_TOPIC + 1),
 ])
 def test_invalid_topic_names(topic):
     message = error_of({"log.system": "kafka", "kafka.topic": topic})
     assert "orders_model" in message
     assert "kafka.topic" in message
-    assert "1-249 characters" in message
+    assert "1-231 characters" in message
     assert "'.', '_', '-'" in message
+
+
+def test_topic_length_limit_leaves_room_for_the_control_topic():
+    assert MAX_TOPIC == 231
+    assert len(CONTROL_TOPIC_SUFFIX) == 18
+    longest = "x" * MAX_TOPIC
+    assert resolve({"log.system": "kafka", "kafka.topic": longest}).topic == longest
+    assert len(control_topic_for(longest)) == 249  # Kafka's own limit, exactly
+    assert "1-231 characters" in error_of({"log.system": "kafka", "kafka.topic": longest + "x"})
+
+
+def test_control_topic_for():
+    assert CONTROL_TOPIC_SUFFIX == "__logstore_commits"
+    assert control_topic_for("analytics.orders") == "analytics.orders__logstore_commits"
+    assert control_topic_for("t") == "t__logstore_commits"
+
+
+def test_too_long_default_topic_from_schema_and_alias_is_rejected():
+    # the default topic `<schema>.<alias>` must also leave room for the control topic's suffix
+    message = error_of({"log.system": "kafka"}, model=ref(schema="s", alias="a" * MAX_TOPIC))
+    assert "kafka.topic" in message and "1-231 characters" in message
+    log = resolve({"log.system": "kafka"}, model=ref(schema="s", alias="a" * (MAX_TOPIC - 2)))
+    assert len(log.topic) == MAX_TOPIC
 
 
 def test_invalid_default_topic_from_schema_is_rejected():
@@ -219,7 +249,7 @@ def test_topic_with_trailing_newline_is_rejected():
     assert "kafka.topic" in message
 
 
-@pytest.mark.parametrize("topic", ["a", "x" * 249, "a.b_c-D9", "...", "._-"])
+@pytest.mark.parametrize("topic", ["a", "x" * 231, "a.b_c-D9", "...", "._-"])
 def test_valid_topic_names(topic):
     assert resolve({"log.system": "kafka", "kafka.topic": topic}).topic == topic
 

@@ -82,6 +82,9 @@ def test_register_custom_system(monkeypatch):
         def check(self, log):
             return []
 
+        def find_confirmation(self, log, table_id, changeset):
+            return None
+
         def open_writer(self, log, writer_id):
             raise NotImplementedError
 
@@ -94,3 +97,26 @@ def test_interfaces_are_abstract():
         LogSystem()
     with pytest.raises(TypeError):
         log_system.LogWriter()
+
+
+def test_find_confirmation_is_part_of_the_interface(monkeypatch):
+    # a log system that cannot answer the recovery question cannot be registered and used
+    class WithoutConfirmation(LogSystem):
+        name = "partial"
+
+        def prepare(self, log):
+            return 1
+
+        def check(self, log):
+            return []
+
+        def open_writer(self, log, writer_id):
+            raise NotImplementedError
+
+    with pytest.raises(TypeError, match="find_confirmation"):
+        WithoutConfirmation()
+    assert "find_confirmation" in LogSystem.__abstractmethods__
+
+
+def test_writer_interface_methods_are_abstract():
+    assert log_system.LogWriter.__abstractmethods__ == {"send", "commit", "abort"}

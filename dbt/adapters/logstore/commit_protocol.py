@@ -88,7 +88,7 @@ def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions:
             or table_props.get("kafka.topic") != log.topic
             or _servers(table_props.get("kafka.bootstrap.servers")) != _servers(log.bootstrap_servers)):
         return True
-    advice = f"Allowed: keep it, or log to a new 'kafka.topic' (a new topic starts with the table's rows)."
+    advice = "Allowed: keep it, or log to a new 'kafka.topic' (a new topic starts with the table's rows)."
     stored_key = table_props.get("log.key")
     if stored_key is not None and stored_key != ",".join(log.unique_key):
         raise LogConfigError(
@@ -125,7 +125,7 @@ class Snapshot:
         offsets = json.loads(props.get(SNAPSHOT_OFFSETS) or "{}")
         return cls(id=int(props.get(SNAPSHOT_ID) or 0),
                    end_offsets={int(p): int(o) for p, o in offsets.items()},
-                   attempt=props.get(SNAPSHOT_ATTEMPT))
+                   attempt=props.get(SNAPSHOT_ATTEMPT) or None)
 
     @classmethod
     def from_confirmation(cls, confirmation: Mapping[str, Any]) -> "Snapshot":
@@ -137,7 +137,7 @@ class Snapshot:
     def properties(self, changeset: str) -> Dict[str, str]:
         return {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
                 SNAPSHOT_OFFSETS: json.dumps({str(p): o for p, o in sorted(self.end_offsets.items())}),
-                SNAPSHOT_ATTEMPT: str(self.attempt)}
+                SNAPSHOT_ATTEMPT: self.attempt or ""}
 
 
 def confirmation_record(log: LogConfig, table: TableRef, snapshot_id: int, changeset: str,

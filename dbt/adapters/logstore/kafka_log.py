@@ -84,17 +84,23 @@ def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
 class KafkaLogSystem(LogSystem):
     name = "kafka"
 
-    def prepare(self, log: LogConfig) -> int:
+    @staticmethod
+    def _admin(log: LogConfig) -> Any:
         from kafka import KafkaAdminClient
-        from kafka.admin import NewTopic
-        from kafka.errors import KafkaError, TopicAlreadyExistsError
+        from kafka.errors import KafkaError
 
         admin_keys = KafkaAdminClient.DEFAULT_CONFIG
         config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in admin_keys}
         try:
-            admin = KafkaAdminClient(**config)
+            return KafkaAdminClient(**config)
         except KafkaError as exc:
             raise _unreachable(log, exc) from exc
+
+    def prepare(self, log: LogConfig) -> int:
+        from kafka.admin import NewTopic
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+        admin = self._admin(log)
         try:
             existing = self._partition_count(admin, str(log.topic))
             if existing is None:
@@ -106,8 +112,10 @@ class KafkaLogSystem(LogSystem):
                     existing = self._partition_count(admin, str(log.topic))
             if self._partition_count(admin, control_topic_for(str(log.topic))) is None:
                 try:
+                    # kept forever: a confirmation must outlive the records it confirms
                     admin.create_topics([NewTopic(control_topic_for(str(log.topic)), 1,
-                                                  log.replication)])
+                                                  log.replication,
+                                                  topic_configs={"retention.ms": "-1"})])
                 except TopicAlreadyExistsError:
                     pass
             if existing is not None and existing < log.partitions:
@@ -123,16 +131,10 @@ class KafkaLogSystem(LogSystem):
         return int(existing or log.partitions)
 
     def check(self, log: LogConfig) -> "list[str]":
-        from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
         from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-        admin_keys = KafkaAdminClient.DEFAULT_CONFIG
-        config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in admin_keys}
-        try:
-            admin = KafkaAdminClient(**config)
-        except KafkaError as exc:
-            raise _unreachable(log, exc) from exc
+        admin = self._admin(log)
         try:
             topics = admin.list_topics()
             lines = [f"Kafka at {log.bootstrap_servers}: reachable ({len(topics)} topics)"]
@@ -165,16 +167,18 @@ class KafkaLogSystem(LogSystem):
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
         from kafka.errors import KafkaError
 
-        if log.transactional:
-            # Fence the crashed writer first: its open transaction is aborted, so it can neither
-            # commit later nor hold back read_committed readers of the control topic.
-            fence = KafkaProducer(transactional_id=f"dbt-logstore.{table_id}",
-                                  **client_config(log, PRODUCER_DEFAULTS))
-            fence.init_transactions()
-            fence.close()
         keys = KafkaConsumer.DEFAULT_CONFIG
         config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in keys}
         try:
+            if log.transactional:
+                # Fence the crashed writer first: its open transaction is aborted, so it can
+                # neither commit later nor hold back read_committed readers of the control topic.
+                fence = KafkaProducer(transactional_id=f"dbt-logstore.{table_id}",
+                                      **client_config(log, PRODUCER_DEFAULTS))
+                try:
+                    fence.init_transactions()
+                finally:
+                    fence.close()
             consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
                                      isolation_level="read_committed", **config)
         except KafkaError as exc:
@@ -190,12 +194,16 @@ class KafkaLogSystem(LogSystem):
                     raise DbtRuntimeError(
                         f"Model '{log.model}': could not read the control topic "
                         f"'{control_topic_for(str(log.topic))}' to its end within 60 s")
-                batches = consumer.poll(timeout_ms=300)
+                try:
+                    batches = consumer.poll(timeout_ms=300)
+                except KafkaError as exc:
+                    raise _unreachable(log, exc) from exc
                 for record in batches.get(partition, []):
                     value = json.loads(record.value)
                     if value.get("table") == table_id and value.get("changeset") == changeset:
                         found = value
-                caught_up = consumer.position(partition) >= (consumer.highwater(partition) or 0)
+                highwater = consumer.highwater(partition)  # None until the first fetch answers
+                caught_up = highwater is not None and consumer.position(partition) >= highwater
                 idle = idle + 1 if (not batches and caught_up) else 0
         finally:
             consumer.close()

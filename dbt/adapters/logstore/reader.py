@@ -56,7 +56,8 @@ def _records(bootstrap_servers: str, topic: str, idle_seconds: float, timeout_se
             # The end is reached when every partition is past its end offset and nothing new
             # arrives for a moment (some brokers report end offsets short of the real end).
             at_end = all(
-                consumer.position(tp) >= max(ends[tp], consumer.highwater(tp) or 0)
+                consumer.highwater(tp) is not None  # None until the first fetch answers
+                and consumer.position(tp) >= max(ends[tp], consumer.highwater(tp))
                 for tp in partitions
             )
             if at_end and time.monotonic() - idle_since >= idle_seconds:
