@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dbt.adapters.logstore.faults import ENV, POINTS
+from dbt.adapters.logstore.faults import ENV, INCREMENTAL_POINT, POINTS
 from tests.functional.contract import confirmed, read_topic, replay, spark
 
 # A keyless log: a change delivered twice would leave an extra row, so replay catches it.
@@ -20,6 +20,11 @@ MODEL = """
 {{ config(materialized='table', log_system='kafka', kafka_topic='faults_' ~ var('suffix')) }}
 select id, concat('v', cast({{ var('step') }} as string)) as version
 from range({{ var('step') }} % 4 + 2) as r(id)
+"""
+APPENDED = """
+{{ config(materialized='incremental', incremental_strategy='append', log_system='kafka',
+          kafka_topic='appended_' ~ var('suffix')) }}
+select {{ var('step') }} as step, id from range(3) as r(id)
 """
 BIG = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', kafka_topic='big_' ~ var('suffix')) }}
@@ -33,6 +38,7 @@ def subprocess_project(tmp_path_factory, kafka_bootstrap_servers):
     (root / "models").mkdir()
     (root / "models" / "flaky.sql").write_text(MODEL)
     (root / "models" / "big.sql").write_text(BIG)
+    (root / "models" / "appended.sql").write_text(APPENDED)
     (root / "dbt_project.yml").write_text(yaml.safe_dump(
         {"name": "faults", "version": "1.0", "profile": "faults", "config-version": 2}))
     (root / "profiles.yml").write_text(yaml.safe_dump({"faults": {"target": "dev", "outputs": {"dev": {
@@ -96,6 +102,26 @@ def test_crash_at_every_step_then_recover(subprocess_project, kafka_bootstrap_se
             assert "re-sending change set" in recovered.stdout, point
         if point == "after_log_commit":  # confirmed but not recorded with the table: adopted
             assert "already confirmed" in recovered.stdout
+
+
+def test_crash_between_an_incremental_insert_and_its_tag(subprocess_project, kafka_bootstrap_servers):
+    """The insert happened but the run died before tagging it: the intent (row counts before
+    and after) tells the next run that the change is in the table, so it reaches the log."""
+    root, topic = subprocess_project, "appended_z"
+
+    def run(step, fault=None):
+        return dbt(root, "run", "-s", "appended", "--vars", json.dumps({"step": step, "suffix": "z"}),
+                   fault=fault)
+
+    assert run(1).returncode == 0
+    assert run(2, fault=INCREMENTAL_POINT).returncode == 75
+    recovered = run(3)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    assert "re-sending change set" in recovered.stdout
+    types, table = table_rows(root, "appended")
+    assert sum(table.values()) == 9  # steps 1, 2 and 3
+    delivered = confirmed(kafka_bootstrap_servers, topic, read_topic(kafka_bootstrap_servers, topic))
+    assert replay(delivered, types) == table
 
 
 def test_record_larger_than_the_limit_fails_before_the_commit(subprocess_project, kafka_bootstrap_servers):

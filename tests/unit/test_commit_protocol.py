@@ -802,3 +802,40 @@ def test_crash_after_log_commit(fake_system, monkeypatch, crash_log):
 def test_no_crash_without_fault_injection(fake_system, crash_log):
     write_change_set(LOG, TABLE, ROWS, PREVIOUS, CHANGESET)
     assert crash_log == []
+
+
+# --- incremental commits: intent recorded before the statement, judged by row count --------
+
+from dbt_common.exceptions import DbtRuntimeError as _RuntimeError  # noqa: E402
+
+from dbt.adapters.logstore.commit_protocol import (  # noqa: E402
+    INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, recovery_action as _action)
+
+
+def _intent(before, after, changeset="cs1"):
+    return {INTENT: changeset, INTENT_ROWS_BEFORE: str(before), INTENT_ROWS_AFTER: str(after)}
+
+
+def test_intent_with_the_after_count_means_the_commit_happened():
+    assert _action({"logstore.changeset.id": "cs1"}, _intent(10, 13), row_count=13) == "mirror"
+
+
+def test_intent_with_the_before_count_means_it_did_not():
+    assert _action({"logstore.changeset.id": "cs1"}, _intent(10, 13), row_count=10) == "drop"
+
+
+def test_intent_of_another_change_set_is_ignored():
+    assert _action({"logstore.changeset.id": "cs2"}, _intent(10, 13), row_count=13) == "drop"
+
+
+@pytest.mark.parametrize("before,after,count", [(10, 10, 10), (10, 13, 12)])
+def test_undecidable_intent_fails_clearly(before, after, count):
+    with pytest.raises(_RuntimeError, match="cannot be told.*--full-refresh"):
+        _action({"logstore.changeset.id": "cs1"}, _intent(before, after), row_count=count)
+
+
+def test_a_tag_wins_over_the_intent():
+    props = {**_intent(10, 13), "logstore.changeset.committed": "cs1"}
+    assert _action({"logstore.changeset.id": "cs1"}, props, row_count=0) == "mirror"
+    props["logstore.changeset.mirrored"] = "cs1"
+    assert _action({"logstore.changeset.id": "cs1"}, props, row_count=0) == "drop"

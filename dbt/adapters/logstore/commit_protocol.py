@@ -5,7 +5,8 @@
 2. The new rows are staged and the commit's change set is written to a change table
    `<model>__logstore_changes`, tagged with a change-set id (the dbt invocation id).
 3. The table commit; the table is tagged `logstore.changeset.committed = <id>` in the same step
-   (a rename of the staged table carries it) or right after it (incremental inserts).
+   (a rename of the staged table carries it) or right after it (incremental inserts, which
+   first record their intent: the change set and the row counts before and after).
 4. The change set is streamed to the log as the table's next snapshot: every record carries
    headers naming table, snapshot, change set and write attempt, and a confirmation record in
    the control topic `<topic>__logstore_commits` states what the attempt wrote. One Kafka
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, key_bytes
+from dbt_common.exceptions import DbtRuntimeError
+
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.log_system import WriteResult, get_log_system
@@ -36,6 +39,9 @@ CHANGESET_ID = "logstore.changeset.id"
 COMMITTED = "logstore.changeset.committed"
 MIRRORED = "logstore.changeset.mirrored"
 TOPIC_PARTITIONS = "logstore.topic.partitions"
+INTENT = "logstore.changeset.intent"
+INTENT_ROWS_BEFORE = "logstore.intent.rows_before"
+INTENT_ROWS_AFTER = "logstore.intent.rows_after"
 SNAPSHOT_ID = "logstore.snapshot.id"
 SNAPSHOT_OFFSETS = "logstore.snapshot.offsets"
 SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"
@@ -62,14 +68,30 @@ class TableRef:
         return f"{self.schema}.{self.identifier}"
 
 
-def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, str]) -> str:
-    """What to do with a change table a previous run left behind: 'mirror' or 'drop'."""
+def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, str],
+                    row_count: Optional[int] = None) -> str:
+    """What to do with a change table a previous run left behind: 'mirror' or 'drop'.
+
+    An incremental commit (an insert or overwrite, then the tag) records its intent first:
+    the change set and the table's row count before and after. A run that died between the
+    statement and the tag is judged by the row count it left (`row_count`)."""
     changeset = changes_props.get(CHANGESET_ID)
-    if not changeset:
+    if not changeset or table_props.get(MIRRORED) == changeset:
         return "drop"
-    committed = table_props.get(COMMITTED) == changeset
-    mirrored = table_props.get(MIRRORED) == changeset
-    return "mirror" if committed and not mirrored else "drop"
+    if table_props.get(COMMITTED) == changeset:
+        return "mirror"
+    if table_props.get(INTENT) != changeset:
+        return "drop"  # the run died before its table commit began
+    before, after = int(table_props[INTENT_ROWS_BEFORE]), int(table_props[INTENT_ROWS_AFTER])
+    if row_count == after and after != before:
+        return "mirror"
+    if row_count == before and after != before:
+        return "drop"
+    raise DbtRuntimeError(
+        f"A run died during the table commit of change set {changeset}: the table holds "
+        f"{row_count} rows, and the commit would have taken it from {before} to {after} rows, so "
+        f"whether it happened cannot be told. Rebuild the model with --full-refresh (its log "
+        f"then receives the difference).")
 
 
 def _servers(value: Optional[str]) -> frozenset:

@@ -8,6 +8,8 @@ import os
 ENV = "LOGSTORE_FAULT_INJECT"
 POINTS = ("before_table_commit", "after_table_commit", "mid_log_write", "before_log_commit",
           "after_log_commit")
+# Between an incremental model's insert/overwrite and the tag that records it.
+INCREMENTAL_POINT = "incremental_commit"
 
 
 def maybe_crash(point: str) -> None:

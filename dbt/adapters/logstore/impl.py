@@ -152,6 +152,12 @@ class LogstoreAdapter(SparkAdapter):
         faults.maybe_crash("before_table_commit")
 
     @available.parse_none
+    def logstore_crash_point(self, point: str) -> str:
+        """Fault tests: die here when LOGSTORE_FAULT_INJECT names this point."""
+        faults.maybe_crash(point)
+        return ""
+
+    @available.parse_none
     def logstore_row_count(self, relation: Any) -> int:
         _, table = self.execute(f"select count(*) from {relation}", fetch=True)
         return int(table.rows[0][0])
@@ -230,9 +236,36 @@ class LogstoreAdapter(SparkAdapter):
         """The id of a change set a failed run committed but did not finish logging, if any."""
         changes_props = self._table_properties(changes_relation)
         table_props = self._table_properties(target_relation) if target_relation else {}
-        if commit_protocol.recovery_action(changes_props, table_props) == "mirror":
+        row_count = None
+        if table_props.get(commit_protocol.INTENT) == changes_props.get(commit_protocol.CHANGESET_ID):
+            row_count = self.logstore_row_count(target_relation)
+        if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":
             return changes_props[commit_protocol.CHANGESET_ID]
         return None
+
+    @available.parse_none
+    def logstore_intent_properties(self, new_relation: Any, old_relation: Any,
+                                   replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]:
+        """The intent of an incremental commit: the change set and the table's row count before
+        and after, so recovery can tell whether a commit that died untagged happened.
+        `replaced_by` names the columns whose values the new rows replace (partitions of an
+        overwrite, keys of a merge); without them an overwrite replaces every row and an append
+        (`replaces_rows` false) none."""
+        before = self.logstore_row_count(old_relation)
+        new = self.logstore_row_count(new_relation)
+        if not replaces_rows:
+            replaced = 0
+        elif replaced_by:
+            if isinstance(replaced_by, str):
+                replaced_by = [replaced_by]
+            scoped = changes.scoped_to(
+                changes.ChangeInput(str(old_relation), ()), changes.ChangeInput(str(new_relation), ()),
+                tuple(replaced_by))
+            replaced = self.logstore_row_count(scoped.relation)
+        else:
+            replaced = before
+        return {commit_protocol.INTENT_ROWS_BEFORE: str(before),
+                commit_protocol.INTENT_ROWS_AFTER: str(before - replaced + new)}
 
     @available.parse_none
     def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,

@@ -59,9 +59,17 @@
       {%- endcall -%}
       {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
     {%- else -%}
+      {#-- the intent first, so a run that dies between the statement and its tag can be judged --#}
+      {%- set intent = adapter.logstore_intent_properties(
+            staging, existing_relation,
+            partition_by if strategy == 'insert_overwrite' else log_config.unique_key,
+            strategy != 'append') -%}
+      {%- do intent.update({'logstore.changeset.intent': invocation_id}) -%}
+      {%- do logstore_set_tblproperties(target_relation, intent) -%}
       {%- call statement('main') -%}
         {{ dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates) }}
       {%- endcall -%}
+      {%- do adapter.logstore_crash_point('incremental_commit') -%}
       {%- do logstore_set_tblproperties(target_relation, adapter.logstore_properties(log_config, invocation_id, partitions)) -%}
       {%- set response = logstore_finish(log_config, target_relation, changes, invocation_id, rows_affected) -%}
       {%- do store_result('main', response=response) -%}
