@@ -20,8 +20,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
 
+# Two workers, a file each at a time: every worker has its own Spark session, metastore and
+# embedded broker, and the subprocess-heavy fault tests run beside the rest.
 test: $(STAMP)
-	$(BIN)/python -m pytest tests -p no:cacheprovider -q
+	$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 2 --dist loadfile
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q

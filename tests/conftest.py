@@ -46,3 +46,9 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
             "spark.sql.session.timeZone": "UTC",
         },
     }
+
+
+def pytest_collection_modifyitems(config, items):
+    # The subprocess-heavy fault tests first: parallel workers (make test: -n 2 --dist loadfile)
+    # then start them early instead of leaving them for the end.
+    items.sort(key=lambda item: 0 if "/test_faults_" in item.nodeid else 1)

@@ -211,7 +211,7 @@ def assert_contract_rows(bootstrap_servers: str, topic: str, types: Dict[str, st
                          session_zone: timezone = timezone.utc) -> List[Message]:
     """The contract for a table read elsewhere: `types` maps column -> Spark type name
     (as `describe` shows it), `rows` are the table's rows as dicts."""
-    messages = read_topic(bootstrap_servers, topic)
+    messages = confirmed(bootstrap_servers, topic, read_topic(bootstrap_servers, topic))
     _assert_replay_gives(messages, types, rows_state(types, rows, session_zone), topic, relation)
     return messages
 

@@ -13,13 +13,13 @@ class TestSpellingsEverywhere:
     """dbt_project.yml (dotted), schema yml (underscored), config() (dotted)."""
 
     @pytest.fixture(scope="class")
-    def project_config_update(self):
+    def project_config_update(self, unique_schema):
         return {"models": {"test": {"from_project": {
-            "+log.system": "kafka", "+kafka.topic": "spelled.in.project",
+            "+log.system": "kafka", "+kafka.topic": f"{unique_schema}.spelled.in.project",
             "+log.consistency": "eventual", "+unique_key": "id"}}}}
 
     @pytest.fixture(scope="class")
-    def models(self):
+    def models(self, unique_schema):
         return {
             "from_project.sql": "{{ config(materialized='table') }} " + PLAIN,
             "from_yml.sql": "{{ config(materialized='table') }} " + PLAIN,
@@ -31,7 +31,7 @@ models:
   - name: from_yml
     config:
       log_system: kafka
-      kafka_topic: spelled_in_yml
+      kafka_topic: """ + unique_schema + """_spelled_in_yml
       log_consistency: transactional
 """,
         }
@@ -40,8 +40,8 @@ models:
         run_dbt(["run"])
         schema = project.test_schema
         expected = {
-            "from_project": ("spelled.in.project", "eventual", "1"),
-            "from_yml": ("spelled_in_yml", "transactional", "1"),
+            "from_project": (f"{schema}.spelled.in.project", "eventual", "1"),
+            "from_yml": (f"{schema}_spelled_in_yml", "transactional", "1"),
             "from_config": (f"{schema}.from_config", "transactional", "2"),
         }
         for model, (topic, consistency, partitions) in expected.items():
