@@ -9,7 +9,6 @@ def test_write_result_defaults():
     result = WriteResult(topic="t")
     assert result.records == 0
     assert result.offsets == {}
-    assert result.describe() == "0 records to t"
 
 
 def test_acknowledge_first_offset():
@@ -30,22 +29,6 @@ def test_acknowledge_repeated_offset_is_idempotent():
     result.acknowledge(1, 0)
     result.acknowledge(1, 0)
     assert result.offsets == {1: (0, 1)}
-
-
-def test_describe_with_offsets_sorted_by_partition():
-    result = WriteResult(topic="analytics.orders", records=5)
-    result.acknowledge(2, 10)
-    result.acknowledge(0, 3)
-    result.acknowledge(0, 4)
-    result.acknowledge(0, 5)
-    result.acknowledge(2, 11)
-    assert result.describe() == "5 records to analytics.orders (p0:3-5, p2:10-11)"
-
-
-def test_describe_single_record():
-    result = WriteResult(topic="t", records=1)
-    result.acknowledge(0, 0)
-    assert result.describe() == "1 records to t (p0:0-0)"
 
 
 def test_write_results_do_not_share_offsets():

@@ -28,11 +28,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
-from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, key_bytes
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, key_bytes
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_system import WriteResult, get_log_system
 
 CHANGESET_ID = "logstore.changeset.id"

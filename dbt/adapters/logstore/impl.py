@@ -126,7 +126,7 @@ class LogstoreAdapter(SparkAdapter):
         )
 
     @available.parse_none
-    def logstore_check_expressible(self, log: LogConfig, changes_relation: Any) -> None:
+    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any) -> None:
         """Last checks before the table commit: every change fits in one Kafka record, and
         `log.format: json` without upsert mode gets only inserts."""
         limit = int(log.client_properties.get("max.request.size", 1048576))
@@ -244,7 +244,7 @@ class LogstoreAdapter(SparkAdapter):
         return None
 
     @available.parse_none
-    def logstore_intent_properties(self, new_relation: Any, old_relation: Any,
+    def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
                                    replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]:
         """The intent of an incremental commit: the change set and the table's row count before
         and after, so recovery can tell whether a commit that died untagged happened.
@@ -252,7 +252,6 @@ class LogstoreAdapter(SparkAdapter):
         overwrite, keys of a merge); without them an overwrite replaces every row and an append
         (`replaces_rows` false) none."""
         before = self.logstore_row_count(old_relation)
-        new = self.logstore_row_count(new_relation)
         if not replaces_rows:
             replaced = 0
         elif replaced_by:
@@ -265,7 +264,7 @@ class LogstoreAdapter(SparkAdapter):
         else:
             replaced = before
         return {commit_protocol.INTENT_ROWS_BEFORE: str(before),
-                commit_protocol.INTENT_ROWS_AFTER: str(before - replaced + new)}
+                commit_protocol.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
 
     @available.parse_none
     def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,

@@ -351,6 +351,3 @@ def resolve_log_config(
         client_properties=client,
     )
 
-
-def known_keys() -> List[str]:
-    return sorted(set(SPELLINGS) | {AMORO_ENABLED, AMORO_TYPE})

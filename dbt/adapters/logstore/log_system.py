@@ -20,10 +20,6 @@ class WriteResult:
         first, nxt = self.offsets.get(partition, (offset, offset + 1))
         self.offsets[partition] = (min(first, offset), max(nxt, offset + 1))
 
-    def describe(self) -> str:
-        ranges = ", ".join(f"p{p}:{a}-{b - 1}" for p, (a, b) in sorted(self.offsets.items()))
-        return f"{self.records} records to {self.topic}" + (f" ({ranges})" if ranges else "")
-
 
 class LogWriter(ABC):
     """Writes the records of one table commit; nothing is visible before `commit` in

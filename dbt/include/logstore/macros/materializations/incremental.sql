@@ -61,7 +61,7 @@
     {%- else -%}
       {#-- the intent first, so a run that dies between the statement and its tag can be judged --#}
       {%- set intent = adapter.logstore_intent_properties(
-            staging, existing_relation,
+            staging, existing_relation, rows_affected,
             partition_by if strategy == 'insert_overwrite' else log_config.unique_key,
             strategy != 'append') -%}
       {%- do intent.update({'logstore.changeset.intent': invocation_id}) -%}
