@@ -70,3 +70,17 @@ def test_crash_is_not_an_exception_handlers_can_catch(exits, monkeypatch):
     except Exited:
         pass
     assert exits == [75]
+
+
+def test_pause_waits_for_release(tmp_path, monkeypatch, exits):
+    import threading
+    import time
+
+    monkeypatch.setenv(faults.PAUSE_ENV, f"after_table_commit:{tmp_path}")
+    faults.maybe_crash("before_table_commit")  # another point: no pause
+    assert not (tmp_path / "reached").exists()
+    threading.Timer(0.3, (tmp_path / "release").touch).start()
+    started = time.monotonic()
+    faults.maybe_crash("after_table_commit")
+    assert (tmp_path / "reached").exists() and exits == []
+    assert time.monotonic() - started >= 0.25

@@ -277,7 +277,7 @@ class FakeProducer:
         self.futures.append(future)
         return future
 
-    def flush(self):
+    def flush(self, timeout=None):
         self.calls.append("flush")
         for future in self.futures:
             future.resolve()
@@ -757,7 +757,7 @@ def test_commit_sends_the_confirmation_to_the_control_topic_before_commit_transa
     assert control.topic == CONTROL
     assert control.partition == 0
     assert (control.key, control.value) == (b"analytics.orders", b'{"snapshot":4}')
-    assert producer.futures[-1].timeouts == [30]  # waited for, before the commit
+    assert producer.futures[-1].timeouts == [120.0]  # waited for (delivery.timeout.ms), before the commit
     # the confirmation was built after the flush, from every acknowledged record
     assert confirm.calls_then == [producer.calls[:5]]
     assert confirm.results == [(2, {0: (0, 2)})]
@@ -772,7 +772,7 @@ def test_eventual_commit_also_confirms(fake_producer):
     writer.commit(Confirm(producer))
     assert producer.calls == ["send analytics.orders", "flush", f"send {CONTROL}", "close"]
     assert producer.sent[-1].partition == 0
-    assert producer.futures[-1].timeouts == [30]
+    assert producer.futures[-1].timeouts == [120.0]
 
 
 def test_commit_of_an_empty_change_set_confirms(fake_producer):
@@ -1090,3 +1090,22 @@ def test_find_confirmation_unreachable(fake_consumer, monkeypatch):
     with pytest.raises(DbtRuntimeError) as info:
         find(make_log(consistency="eventual"))
     assert "b1:9092" in str(info.value) and "no brokers" in str(info.value)
+
+
+def test_a_commit_the_broker_never_answers_fails_within_the_delivery_timeout(monkeypatch):
+    """A frozen broker: commit_transaction waits forever in kafka-python, the writer does not."""
+    import threading
+    import time
+
+    from kafka.errors import KafkaTimeoutError
+
+    from dbt.adapters.logstore.kafka_log import _bounded
+
+    never = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match="within 0 s"):
+        _bounded(never.wait, 0.2)
+    assert time.monotonic() - started < 2
+    with pytest.raises(ValueError, match="boom"):
+        _bounded(lambda: (_ for _ in ()).throw(ValueError("boom")), 2)
+    _bounded(lambda: None, 2)

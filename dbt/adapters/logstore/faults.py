@@ -1,17 +1,35 @@
-"""Crash injection for the fault tests: with LOGSTORE_FAULT_INJECT=<point> the process dies at
-once (no cleanup, no exception handlers) when it reaches that step of the commit protocol.
-Never set in normal use."""
+"""Fault injection for the fault tests. Never set in normal use.
+
+LOGSTORE_FAULT_INJECT=<point>: the process dies at once (no cleanup, no exception handlers)
+when it reaches that step of the commit protocol.
+LOGSTORE_FAULT_PAUSE=<point>:<dir>: the process stops at that step, creates <dir>/reached and
+waits until <dir>/release exists, so a test can act while a run is in the middle of a step
+(start a second run of the model, freeze the broker).
+"""
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 ENV = "LOGSTORE_FAULT_INJECT"
+PAUSE_ENV = "LOGSTORE_FAULT_PAUSE"
 POINTS = ("before_table_commit", "after_table_commit", "mid_log_write", "before_log_commit",
           "after_log_commit")
 # Between an incremental model's insert/overwrite and the tag that records it.
 INCREMENTAL_POINT = "incremental_commit"
+# Between dropping the old table and renaming the staged one into its place.
+SWAP_POINT = "mid_swap"
+PAUSE_LIMIT_S = 600
 
 
 def maybe_crash(point: str) -> None:
     if os.environ.get(ENV) == point:
         os._exit(75)
+    pause = os.environ.get(PAUSE_ENV, "")
+    if pause.partition(":")[0] == point:
+        folder = Path(pause.partition(":")[2])
+        (folder / "reached").touch()
+        deadline = time.monotonic() + PAUSE_LIMIT_S
+        while not (folder / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)

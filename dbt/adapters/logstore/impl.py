@@ -6,6 +6,7 @@ config resolution (`log_config`), change computation (`changes`), the commit pro
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -15,7 +16,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import changes, commit_protocol, faults
+from dbt.adapters.logstore import changes, commit_protocol, faults, run_lock
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import LogConfig, ModelRef, resolve_log_config
 from dbt.adapters.logstore.log_system import get_log_system
@@ -88,6 +89,76 @@ class LogstoreAdapter(SparkAdapter):
             self.logstore_config(node)
         return ""
 
+    # --- one run at a time per model ----------------------------------------------------
+
+    @available.parse_none
+    def logstore_lock(self, log: LogConfig, target_relation: Any, invocation_id: str) -> str:
+        """Take the model's run lock (see run_lock.py) or fail, naming the run that holds it.
+        The post-model hook releases it when the materialization ends, however it ends."""
+        lock = self._lock_relation(target_relation)
+        owner = run_lock.LockOwner.this_process(invocation_id)
+        props = ", ".join(f"'{k}' = '{v}'" for k, v in owner.properties().items())
+        error: Optional[Exception] = None
+        for _ in range(3):
+            try:
+                self.execute(f"create table {lock} (held_by string) using parquet "
+                             f"tblproperties ({props})")
+                self._held_locks[threading.get_ident()] = lock
+                return lock
+            except Exception as exc:
+                held = self._lock_owner(lock)
+                if held is None:  # not a lock conflict (or the lock was just released): retry
+                    error = exc
+                    continue
+                if not held.is_gone():
+                    raise DbtRuntimeError(run_lock.locked_message(log.model, lock, held)) from None
+                logger.info(f"{log.model}: taking over the lock of {held.describe()}, which "
+                            f"ended without releasing it")
+                self.execute(f"drop table if exists {lock}")
+        raise DbtRuntimeError(f"Model '{log.model}': could not create its run lock {lock}: {error}")
+
+    @available.parse_none
+    def logstore_unlock(self, target_relation: Any) -> str:
+        """Remove a model's run lock (`dbt run-operation logstore_unlock`), naming its owner."""
+        lock = self._lock_relation(target_relation)
+        held = self._lock_owner(lock)
+        self.execute(f"drop table if exists {lock}")
+        return f"removed the lock of {held.describe()}" if held else "no lock was held"
+
+    @available.parse_none
+    def logstore_release_lock(self) -> str:
+        """Release the lock this thread took (dbt calls it after every model, via the hook)."""
+        lock = self._held_locks.pop(threading.get_ident(), None)
+        if lock is not None:
+            try:
+                self.execute(f"drop table if exists {lock}")
+            except Exception as exc:  # the run's own error (if any) matters more
+                logger.warning(f"could not release the run lock {lock}: {exc}; the next run on "
+                               f"this host takes it over")
+        return ""
+
+    def post_model_hook(self, config: Mapping[str, Any], context: Any) -> None:
+        self.logstore_release_lock()
+        super().post_model_hook(config, context)
+
+    @property
+    def _held_locks(self) -> Dict[int, str]:
+        if not hasattr(self, "_logstore_locks"):
+            self._logstore_locks: Dict[int, str] = {}
+        return self._logstore_locks
+
+    @staticmethod
+    def _lock_relation(target_relation: Any) -> str:
+        return str(target_relation.incorporate(
+            path={"identifier": f"{target_relation.identifier}{run_lock.LOCK_SUFFIX}"}))
+
+    def _lock_owner(self, lock: str) -> Optional[run_lock.LockOwner]:
+        try:
+            props = self._table_properties(lock)
+        except Exception:
+            return None  # no lock table
+        return run_lock.LockOwner.from_properties(props)
+
     # --- before the table changes --------------------------------------------------------
 
     @available.parse_none
@@ -153,7 +224,7 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_crash_point(self, point: str) -> str:
-        """Fault tests: die here when LOGSTORE_FAULT_INJECT names this point."""
+        """Fault tests: die (or pause) here when LOGSTORE_FAULT_INJECT (or _PAUSE) names it."""
         faults.maybe_crash(point)
         return ""
 
@@ -204,10 +275,17 @@ class LogstoreAdapter(SparkAdapter):
             columns = ", ".join(changes.CHANGE_COLUMNS)
             handle = self.connections.get_thread_connection().handle
             rows = iter_query_rows(handle, f"select {columns} from {changes_relation}")
-            snapshot = commit_protocol.write_change_set(
-                log, table, rows, previous, changeset,
-                progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
-            )
+            try:
+                snapshot = commit_protocol.write_change_set(
+                    log, table, rows, previous, changeset,
+                    progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
+                )
+            except DbtRuntimeError as exc:
+                raise DbtRuntimeError(
+                    f"{exc.msg} The table's change is committed and its change set "
+                    f"{changes_relation} is kept: the next run of the model (or dbt "
+                    f"run-operation logstore_recover --args '{{model: {log.model}}}') writes it "
+                    f"to the log, once.") from exc
         offsets = {str(p): [a, b - 1] for p, (a, b) in sorted(snapshot.written.items())}
         ranges = ", ".join(f"p{p}:{a}-{b}" for p, (a, b) in offsets.items())
         written = "" if rows_affected is None else f"{rows_affected} rows, "
@@ -241,6 +319,20 @@ class LogstoreAdapter(SparkAdapter):
             row_count = self.logstore_row_count(target_relation)
         if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":
             return changes_props[commit_protocol.CHANGESET_ID]
+        return None
+
+    @available.parse_none
+    def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any:
+        """The staged table a failed run had tagged and was renaming into the place of the old
+        table it had just dropped, if any: its rows are committed and must be put in place."""
+        changeset = self._table_properties(changes_relation).get(commit_protocol.CHANGESET_ID)
+        for suffix in ("new", "merged"):
+            staged = self.get_relation(
+                target_relation.database, target_relation.schema,
+                f"{target_relation.identifier}__logstore_{suffix}")
+            if staged is not None and changeset and \
+                    self._table_properties(staged).get(commit_protocol.COMMITTED) == changeset:
+                return staged
         return None
 
     @available.parse_none

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
@@ -66,6 +67,14 @@ def _coerce(value: Any, default: Any) -> Any:
     return value
 
 
+def consumer_config(log: LogConfig) -> Dict[str, Any]:
+    """kafka-python consumer settings (security and timeouts) from the log's client properties."""
+    from kafka import KafkaConsumer
+
+    known = KafkaConsumer.DEFAULT_CONFIG
+    return {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in known}
+
+
 def partition_for(data: bytes, partitions: "list[int]") -> int:
     """Kafka's default partitioner: murmur2 of the bytes, as the Java client computes it."""
     from kafka.partitioner.default import murmur2
@@ -79,6 +88,28 @@ def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
         f"'kafka.bootstrap.servers') is not usable: {type(exc).__name__}: {exc}. "
         f"Nothing was changed."
     )
+
+
+def _bounded(call: Callable[[], Any], timeout_s: float) -> None:
+    """Run a kafka-python call that has no timeout of its own (commit_transaction waits for
+    the broker forever) with one: in a helper thread, given up on after `timeout_s`."""
+    from kafka.errors import KafkaTimeoutError
+
+    outcome: Dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="logstore-kafka-commit", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise KafkaTimeoutError(f"no answer from the broker within {timeout_s:.0f} s")
+    if "error" in outcome:
+        raise outcome["error"]
 
 
 class KafkaLogSystem(LogSystem):
@@ -167,8 +198,7 @@ class KafkaLogSystem(LogSystem):
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
         from kafka.errors import KafkaError
 
-        keys = KafkaConsumer.DEFAULT_CONFIG
-        config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in keys}
+        config = consumer_config(log)
         try:
             if log.transactional:
                 # Fence the crashed writer first: its open transaction is aborted, so it can
@@ -235,6 +265,7 @@ class KafkaLogWriter(LogWriter):
         except KafkaError as exc:
             raise _unreachable(log, exc) from exc
         self._partitions = sorted(partitions or [0])
+        self._wait_s = (config.get("delivery_timeout_ms") or 120000) / 1000
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
 
@@ -268,17 +299,18 @@ class KafkaLogWriter(LogWriter):
     def commit(self, confirmation: Callable[[WriteResult], Tuple[bytes, bytes]]) -> WriteResult:
         from kafka.errors import KafkaError
 
-        # On failure the caller calls abort(), which also releases the producer.
+        # On failure the caller calls abort(), which also releases the producer. Every wait is
+        # bounded: a broker that stops answering mid-write fails the run instead of hanging it.
         try:
-            self._producer.flush()
+            self._producer.flush(timeout=self._wait_s)
             if self._error is not None:
                 raise self._failure(self._error)
             key, value = confirmation(self._result)  # offsets are known once all are acked
             self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
-                                partition=0).get(timeout=30)
+                                partition=0).get(timeout=self._wait_s)
             faults.maybe_crash("before_log_commit")
             if self._log.transactional:
-                self._producer.commit_transaction()
+                _bounded(self._producer.commit_transaction, self._wait_s)
         except KafkaError as exc:
             raise self._failure(exc) from exc
         self._producer.close()
@@ -287,7 +319,7 @@ class KafkaLogWriter(LogWriter):
     def abort(self) -> None:
         try:
             if self._log.transactional:
-                self._producer.abort_transaction()
+                _bounded(self._producer.abort_transaction, min(self._wait_s, 10))
         except Exception:  # the broker may be gone: the transaction times out on its own
             pass
         finally:

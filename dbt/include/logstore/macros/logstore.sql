@@ -18,11 +18,13 @@
 {%- endmacro %}
 
 
-{#-- Before anything changes: the log is reachable and its topic exists; a change set that a
-     failed run left behind is settled (re-sent if its table commit happened, else dropped);
+{#-- Before anything changes: this run takes the model's lock (one run at a time); the log
+     is reachable and its topic exists; what a failed run left behind is settled (a swap it
+     began is finished; its change set re-sent if its table commit happened, else dropped);
      a log that starts now first receives the table's current rows. Returns the topic's
      partition count. --#}
 {% macro logstore_begin(log_config, target_relation) -%}
+  {%- do adapter.logstore_lock(log_config, target_relation, invocation_id) -%}
   {%- set partitions = adapter.logstore_prepare(log_config) -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
   {%- set leftover = adapter.get_relation(database=changes.database, schema=changes.schema,
@@ -30,6 +32,15 @@
   {%- set existing = adapter.get_relation(database=target_relation.database,
                                           schema=target_relation.schema,
                                           identifier=target_relation.identifier) -%}
+  {%- if leftover is not none and existing is none -%}
+    {#-- a run that died between dropping the old table and renaming the new one in --#}
+    {%- set staged = adapter.logstore_interrupted_swap(leftover, target_relation) -%}
+    {%- if staged is not none -%}
+      {{ log("logstore: putting " ~ staged ~ " in place of " ~ target_relation ~ " (a failed run had committed it)", info=true) }}
+      {%- do adapter.rename_relation(staged, target_relation) -%}
+      {%- set existing = target_relation.incorporate(type='table') -%}
+    {%- endif -%}
+  {%- endif -%}
   {%- if leftover is not none -%}
     {%- set pending = adapter.logstore_pending_changeset(leftover, existing) -%}
     {%- if pending -%}
@@ -88,6 +99,7 @@
   {%- do logstore_set_tblproperties(staged_relation, adapter.logstore_properties(log_config, invocation_id, partitions, old_relation)) -%}
   {%- if old_relation is not none -%}
     {%- do adapter.drop_relation(old_relation) -%}
+    {%- do adapter.logstore_crash_point('mid_swap') -%}
   {%- endif -%}
   {%- do adapter.rename_relation(staged_relation, target_relation) -%}
   {%- set response = logstore_finish(log_config, target_relation, changes_relation, invocation_id, rows_affected) -%}
