@@ -35,11 +35,17 @@ class Message:
         return "d" if self.value is None else self.envelope["op"]
 
 
+# The isolation the contract's consumer reads with. The confirmation rules (docs/log-format.md)
+# make read_uncommitted exact too; a test may use it where the embedded broker leaves a fenced
+# transaction open and so holds read_committed readers back (see test_faults_concurrency.py).
+ISOLATION = {"level": "read_committed"}
+
+
 def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
                timeout_seconds: float = 60.0) -> List[Message]:
     """Every record of the topic, partition by partition, in offset order (assign(), no group)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
-                             enable_auto_commit=False, isolation_level="read_committed")
+                             enable_auto_commit=False, isolation_level=ISOLATION["level"])
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not parts:
@@ -162,6 +168,33 @@ def _assert_replay_gives(messages: List[Message], types: Dict[str, str], table: 
         f"replaying {topic} does not give {relation}:\n only in log: {replayed - table}\n"
         f" only in table: {table - replayed}"
     )
+
+
+def wait_for_confirmations(bootstrap_servers: str, topic: str, count: int,
+                           timeout_seconds: float = 60.0) -> List[Dict[str, Any]]:
+    """The topic's confirmations once at least `count` are readable. A transaction's commit
+    markers land after the producer's commit returns (in Kafka as on the embedded broker), and
+    an open transaction of a dead writer holds read_committed readers back until it is
+    aborted, so a reader right after a run may briefly see less than was committed."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        confirmations = [json.loads(m.value)
+                         for m in read_topic(bootstrap_servers, topic + "__logstore_commits")]
+        if len(confirmations) >= count or time.monotonic() > deadline:
+            return confirmations
+        time.sleep(0.5)
+
+
+def replay_confirmed(bootstrap_servers: str, topic: str, types: Dict[str, str], table: Counter,
+                     timeout_seconds: float = 30.0) -> Counter:
+    """Replay of the confirmed records, read again while it differs from `table` (commit
+    markers land asynchronously, see wait_for_confirmations), up to a deadline."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        replayed = replay(confirmed(bootstrap_servers, topic, read_topic(bootstrap_servers, topic)), types)
+        if replayed == table or time.monotonic() > deadline:
+            return replayed
+        time.sleep(0.5)
 
 
 def confirmed(bootstrap_servers: str, topic: str, messages: List[Message]) -> List[Message]:

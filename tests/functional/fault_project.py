@@ -1,16 +1,21 @@
-"""Helpers of the fault tests: a dbt project run in subprocesses (a crash must kill the process,
-so these runs use their own Spark metastore; their tables are read from their files)."""
+"""Helpers of the fault tests: a dbt project run in subprocesses (a crash must kill the dbt
+process) against a Spark Thrift Server; tables are read back over thrift."""
 import json
 import os
 import subprocess
 import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 import yaml
 
-from dbt.adapters.logstore.faults import ENV
-from tests.functional.contract import confirmed, read_topic, replay, spark
+from dbt.adapters.logstore.faults import ENV, PAUSE_ENV, SWAP_POINT
+from tests.functional.contract import replay_confirmed, rows_state, wait_for_confirmations
+from tests.functional.thrift_server import ThriftServer
 
 # A keyless log: a change delivered twice would leave an extra row, so replay catches it.
 MODEL = """
@@ -29,64 +34,84 @@ select 1 as id, repeat('x', {{ var('size', 10) }}) as payload
 """
 
 
-@pytest.fixture(scope="module")
-def subprocess_project(tmp_path_factory, kafka_bootstrap_servers):
-    root = tmp_path_factory.mktemp("faults_project")
-    (root / "models").mkdir()
+@dataclass
+class FaultProject:
+    root: Path
+    schema: str
+    server: ThriftServer
+
+    def rows(self, table: str) -> Tuple[Dict[str, str], Counter]:
+        """A table's column types and canonical rows, read over thrift."""
+        types, rows = self.server.table(f"{self.schema}.{table}")
+        return types, rows_state(types, rows)
+
+    def tables(self) -> set:
+        return {row[1] for row in self.server.query(f"show tables in {self.schema}")}
+
+
+def write_project(root: Path, schema: str, bootstrap_servers: str, server: ThriftServer,
+                  kafka_properties: Optional[Dict[str, str]] = None) -> None:
+    (root / "models").mkdir(exist_ok=True)
     (root / "models" / "flaky.sql").write_text(MODEL)
     (root / "models" / "big.sql").write_text(BIG)
     (root / "models" / "appended.sql").write_text(APPENDED)
     (root / "dbt_project.yml").write_text(yaml.safe_dump(
         {"name": "faults", "version": "1.0", "profile": "faults", "config-version": 2}))
     (root / "profiles.yml").write_text(yaml.safe_dump({"faults": {"target": "dev", "outputs": {"dev": {
-        "type": "logstore", "method": "session", "schema": "faults", "threads": 1,
-        "kafka_bootstrap_servers": kafka_bootstrap_servers,
-        "session_dir": str(root / "spark"),
-        "server_side_parameters": {"spark.sql.shuffle.partitions": "2",
-                                   "spark.sql.session.timeZone": "UTC"}}}}}))
-    return root
+        "type": "logstore", "method": "thrift", "host": server.host, "port": server.port,
+        "schema": schema, "threads": 1, "kafka_bootstrap_servers": bootstrap_servers,
+        "connect_retries": 3, "connect_timeout": 5, "poll_interval": 1,
+        "kafka_properties": kafka_properties or {}}}}}))
 
 
-def dbt(root: Path, *args: str, fault: str = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != ENV}
+@pytest.fixture(scope="module")
+def subprocess_project(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_server) -> FaultProject:
+    """The fault tests' dbt project. Its runs are subprocesses (a crash must kill the dbt
+    process) against the Spark Thrift Server, which outlives them as a cluster would; each
+    module has its own schema there."""
+    root = tmp_path_factory.mktemp("faults_project")
+    schema = f"faults_{uuid.uuid4().hex[:8]}"
+    write_project(root, schema, kafka_bootstrap_servers, spark_thrift_server)
+    return FaultProject(root, schema, spark_thrift_server)
+
+
+def dbt(root: Path, *args: str, fault: Optional[str] = None, pause: Optional[str] = None,
+        wait: bool = True) -> Any:
+    """`dbt <args>` in a subprocess; `fault` names a crash point, `pause` is
+    '<point>:<folder>' (see faults.py). wait=False returns the running Popen."""
+    env = {k: v for k, v in os.environ.items() if k not in (ENV, PAUSE_ENV)}
     if fault:
         env[ENV] = fault
+    if pause:
+        env[PAUSE_ENV] = pause
     command = [str(Path(sys.executable).parent / "dbt"), *args, "--project-dir", str(root),
                "--profiles-dir", str(root)]
+    if not wait:
+        return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
-
-
-def table_rows(root: Path, table: str):
-    df = spark().read.parquet(str(root / "spark" / "warehouse" / "faults.db" / table))
-    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-    from collections import Counter
-    from tests.functional.contract import canonical
-    return types, Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
-
-
 
 
 def crash_and_recover(subprocess_project, kafka_bootstrap_servers, points, suffix):
     """A normal run, then for each point: a run killed there, then a normal run, checked."""
-    root = subprocess_project
-    topic = f"faults_{suffix}"
+    project = subprocess_project
+    root, topic = project.root, f"faults_{suffix}"
 
     def run(step, fault=None):
         return dbt(root, "run", "-s", "flaky", "--vars", json.dumps({"step": step, "suffix": suffix}),
                    fault=fault)
 
-    def check():
-        types, table = table_rows(root, "flaky")
-        delivered = confirmed(kafka_bootstrap_servers, topic, read_topic(kafka_bootstrap_servers, topic))
-        assert replay(delivered, types) == table
-        confirmations = [json.loads(m.value) for m in read_topic(kafka_bootstrap_servers, topic + "__logstore_commits")]
+    def check(expected_confirmations):
+        confirmations = wait_for_confirmations(kafka_bootstrap_servers, topic, expected_confirmations)
+        types, table = project.rows("flaky")
+        assert replay_confirmed(kafka_bootstrap_servers, topic, types, table) == table
         snapshots = [c["snapshot"] for c in confirmations]
         assert snapshots == list(range(1, len(snapshots) + 1)), "each snapshot confirmed once, in order"
         return confirmations
 
     first = run(1)
     assert first.returncode == 0, first.stdout[-3000:]
-    confirmed_so_far = len(check())
+    confirmed_so_far = len(check(1))
     step = 1
     for point in points:
         step += 1
@@ -95,13 +120,18 @@ def crash_and_recover(subprocess_project, kafka_bootstrap_servers, points, suffi
         step += 1
         recovered = run(step)
         assert recovered.returncode == 0, f"after {point}:\n{recovered.stdout[-3000:]}"
-        confirmations = check()
         # a change that never reached the table is never confirmed; one that did is confirmed
         # exactly once (by the crashed run or by the recovery), plus the new run's own change
         expected = 1 if point == "before_table_commit" else 2
+        confirmations = check(confirmed_so_far + expected)
         assert len(confirmations) == confirmed_so_far + expected, point
         confirmed_so_far = len(confirmations)
-        if point in ("before_log_commit", "mid_log_write", "after_table_commit"):
+        if point in ("before_log_commit", "mid_log_write", "after_table_commit", SWAP_POINT):
             assert "re-sending change set" in recovered.stdout, point
+        if point == SWAP_POINT:  # the old table dropped, the new one not yet renamed in
+            assert "(a failed run had committed it)" in recovered.stdout
         if point == "after_log_commit":  # confirmed but not recorded with the table: adopted
             assert "already confirmed" in recovered.stdout
+        # the crashed run's lock was taken over, and nothing of the protocol is left behind
+        assert "taking over the lock of dbt invocation" in recovered.stdout, point
+        assert project.tables() == {"flaky"}, point
