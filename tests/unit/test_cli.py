@@ -29,19 +29,29 @@ def test_parse_broker_defaults():
 def test_parse_tail_json():
     args = build_parser().parse_args(["tail", "analytics.orders", "--json"])
     assert args.command == "tail"
-    assert args.topic == "analytics.orders"
+    assert args.name == "analytics.orders"
     assert args.json is True
-    assert args.bootstrap_servers == f"{DEFAULT_HOST}:{DEFAULT_PORT}"
-    assert args.idle_seconds == 1.5
+    assert args.bootstrap_servers is None  # a model of the project in ., or the local broker
+    assert args.start == "earliest" and not args.follow and not args.normalize
+    assert args.idle_seconds == 1.0
+    assert args.project_dir == "." and args.profiles_dir is None
     assert args.func is cli._tail
 
 
 def test_parse_tail_options():
     args = build_parser().parse_args(["tail", "t", "--bootstrap-servers", "h:1,h:2",
-                                      "--idle-seconds", "0.25"])
+                                      "--idle-seconds", "0.25", "--from", "snapshot:3", "-f",
+                                      "--normalize", "--project-dir", "p", "--target", "prod"])
     assert args.json is False
     assert args.bootstrap_servers == "h:1,h:2"
     assert args.idle_seconds == 0.25
+    assert args.start == "snapshot:3" and args.follow and args.normalize
+    assert args.project_dir == "p" and args.target == "prod"
+
+
+def test_parse_status():
+    args = build_parser().parse_args(["status", "--verify", "--project-dir", "p"])
+    assert args.func is cli._status and args.verify and args.project_dir == "p"
 
 
 @pytest.mark.parametrize("argv", [[], ["broker"], ["broker", "restart"],
@@ -91,33 +101,35 @@ def test_broker_start_on_busy_port_reports_error(tmp_path, capsys):
 
 
 RECORDS = [
-    ChangeRecord(0, 0, {"id": 1}, "c", None, {"id": 1, "name": "é"}, 10),
-    ChangeRecord(1, 4, None, "d", {"x": 2}, None, 11),
+    ChangeRecord(0, 0, {"id": 1}, "c", None, {"id": 1, "name": "é"}, 10, 1),
+    ChangeRecord(1, 4, None, "d", {"x": 2}, None, 11, 2),
 ]
 
 
 @pytest.fixture
-def fake_changelog(monkeypatch):
+def fake_changelog(monkeypatch, tmp_path):
     calls = []
 
-    def read_changelog(bootstrap_servers, topic, idle_seconds=1.5, **kw):
-        calls.append((bootstrap_servers, topic, idle_seconds))
+    def read_changelog(bootstrap_servers, topic, start="earliest", follow=False, normalize=False,
+                       idle_seconds=1.0, **kw):
+        calls.append((bootstrap_servers, topic, str(start), follow, normalize, idle_seconds))
         return iter(RECORDS)
 
     monkeypatch.setattr(reader, "read_changelog", read_changelog)
+    monkeypatch.chdir(tmp_path)  # no dbt project here: NAME is a topic
     return calls
 
 
 def test_tail_json(fake_changelog, capsys):
     code = main(["tail", "analytics.orders", "--json", "--bootstrap-servers", "h:9",
-                 "--idle-seconds", "0.5"])
+                 "--idle-seconds", "0.5", "--from", "snapshot:2", "--normalize"])
     assert code == 0
-    assert fake_changelog == [("h:9", "analytics.orders", 0.5)]
+    assert fake_changelog == [("h:9", "analytics.orders", "snapshot:2", False, True, 0.5)]
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line) for line in lines] == [
-        {"partition": 0, "offset": 0, "key": {"id": 1}, "op": "c", "before": None,
+        {"snapshot": 1, "partition": 0, "offset": 0, "key": {"id": 1}, "op": "c", "before": None,
          "after": {"id": 1, "name": "é"}},
-        {"partition": 1, "offset": 4, "key": None, "op": "d", "before": {"x": 2},
+        {"snapshot": 2, "partition": 1, "offset": 4, "key": None, "op": "d", "before": {"x": 2},
          "after": None},
     ]
     assert "é" in lines[0]  # not ASCII-escaped
@@ -125,9 +137,27 @@ def test_tail_json(fake_changelog, capsys):
 
 def test_tail_table(fake_changelog, capsys):
     assert main(["tail", "t"]) == 0
+    assert fake_changelog[0][0] == f"{DEFAULT_HOST}:{DEFAULT_PORT}"  # no project: local broker
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["part", "offset", "op", "key", "/", "before", "->", "after"]
-    assert lines[1].split() == ["0", "0", "c", '{"id":', "1}", "-", "->", '{"id":', "1,",
+    assert lines[0].split() == ["snap", "part", "offset", "op", "key", "/", "before", "->", "after"]
+    assert lines[1].split() == ["1", "0", "0", "c", '{"id":', "1}", "-", "->", '{"id":', "1,",
                                 '"name":', '"é"}']
-    assert lines[2].split()[:4] == ["1", "4", "d", "-"]
+    assert lines[2].split()[:5] == ["2", "1", "4", "d", "-"]
     assert lines[2].endswith('{"x": 2} -> -')
+
+
+@pytest.mark.parametrize("start", ["snapshot", "snapshot:x", "yesterday", "timestamp:soon"])
+def test_tail_bad_start_point_is_a_clear_error(fake_changelog, capsys, start):
+    assert main(["tail", "t", "--from", start]) == 2
+    err = capsys.readouterr().err
+    assert "earliest, latest, snapshot:N, timestamp:T, latest-full" in err or "ISO-8601" in err
+
+
+def test_tail_latest_full_of_a_topic_needs_a_model(fake_changelog, capsys):
+    assert main(["tail", "t", "--from", "latest-full", "--bootstrap-servers", "h:9"]) == 2
+    assert "name a model" in capsys.readouterr().err
+
+
+def test_status_outside_a_project_is_a_clear_error(tmp_path, capsys):
+    assert main(["status", "--project-dir", str(tmp_path)]) == 2
+    assert "No dbt project" in capsys.readouterr().err

@@ -68,11 +68,13 @@ def _coerce(value: Any, default: Any) -> Any:
 
 
 def consumer_config(log: LogConfig) -> Dict[str, Any]:
-    """kafka-python consumer settings (security and timeouts) from the log's client properties."""
+    """kafka-python consumer settings (security and timeouts) from the log's client properties;
+    the servers are not among them (readers take them separately)."""
     from kafka import KafkaConsumer
 
     known = KafkaConsumer.DEFAULT_CONFIG
-    return {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in known}
+    return {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items()
+            if k in known and k != "bootstrap_servers"}
 
 
 def partition_for(data: bytes, partitions: "list[int]") -> int:
@@ -210,7 +212,9 @@ class KafkaLogSystem(LogSystem):
                 finally:
                     fence.close()
             consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
-                                     isolation_level="read_committed", **config)
+                                     isolation_level="read_committed",
+                                     bootstrap_servers=client_config(log, ADMIN_DEFAULTS)["bootstrap_servers"],
+                                     **config)
         except KafkaError as exc:
             raise _unreachable(log, exc) from exc
         found = None

@@ -1,0 +1,156 @@
+"""A dbt project seen from outside a dbt run (the `dbt-logstore tail MODEL` and `status`
+commands): its logged models, resolved through the project's manifest and profile as dbt
+itself resolves them, and a connection to its warehouse through the logstore adapter."""
+from __future__ import annotations
+
+import json
+import os
+from argparse import Namespace
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from dbt.adapters.logstore import commit_protocol
+from dbt.adapters.logstore.encoding import json_object_sql
+from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.reader import ReaderError, decode_json
+from dbt.adapters.logstore.row_source import iter_query_rows
+
+
+@dataclass(frozen=True)
+class LoggedModel:
+    name: str
+    relation: str  # schema.table
+    log: LogConfig
+
+    @property
+    def table_id(self) -> str:
+        """The table's name in record headers and confirmations."""
+        return self.relation
+
+
+def _profiles_dir(project_dir: Path, profiles_dir: Optional[str]) -> str:
+    """Where dbt would look: --profiles-dir, DBT_PROFILES_DIR, the project, then ~/.dbt."""
+    if profiles_dir:
+        return str(profiles_dir)
+    if os.environ.get("DBT_PROFILES_DIR"):
+        return os.environ["DBT_PROFILES_DIR"]
+    if (project_dir / "profiles.yml").exists():
+        return str(project_dir)
+    return str(Path.home() / ".dbt")
+
+
+class DbtProject:
+    def __init__(self, project_dir: str = ".", profiles_dir: Optional[str] = None,
+                 target: Optional[str] = None, vars: Optional[Dict[str, Any]] = None) -> None:
+        self.project_dir = Path(project_dir).resolve()
+        if not (self.project_dir / "dbt_project.yml").exists():
+            raise ReaderError(f"No dbt project at {self.project_dir} (no dbt_project.yml); pass "
+                              f"--project-dir, or name a topic with --bootstrap-servers.")
+        self.profiles_dir = _profiles_dir(self.project_dir, profiles_dir)
+        self.target, self.vars = target, vars or {}
+        self._adapter: Any = None
+        self._manifest: Any = None
+
+    def _cli_args(self) -> List[str]:
+        args = ["--project-dir", str(self.project_dir), "--profiles-dir", self.profiles_dir]
+        if self.target:
+            args += ["--target", self.target]
+        if self.vars:
+            args += ["--vars", json.dumps(self.vars)]
+        return args
+
+    @property
+    def manifest(self) -> Any:
+        if self._manifest is None:
+            from dbt.cli.main import dbtRunner
+
+            result = dbtRunner().invoke(["parse", "--quiet", *self._cli_args()])
+            if not result.success:
+                raise ReaderError(f"dbt could not parse the project at {self.project_dir}: "
+                                  f"{result.exception}")
+            self._manifest = result.result
+        return self._manifest
+
+    @property
+    def adapter(self) -> Any:
+        if self._adapter is None:
+            from dbt import flags
+            from dbt.adapters.factory import get_adapter, register_adapter
+            from dbt.config.runtime import RuntimeConfig
+            from dbt.mp_context import get_mp_context
+
+            self.manifest  # parse first: dbt's own invocation resets the adapters it made
+            args = Namespace(project_dir=str(self.project_dir), profiles_dir=self.profiles_dir,
+                             target=self.target, profile=None, threads=None,
+                             vars=dict(self.vars))
+            flags.set_from_args(args, {})
+            config = RuntimeConfig.from_args(args)
+            register_adapter(config, get_mp_context())
+            self._adapter = get_adapter(config)
+            self._adapter.set_macro_resolver(self.manifest)
+        return self._adapter
+
+    def logged_models(self) -> List[LoggedModel]:
+        models = []
+        for node in self.manifest.nodes.values():
+            if node.resource_type != "model":
+                continue
+            log = self.adapter.logstore_config(node)
+            if log.enabled:
+                models.append(LoggedModel(node.name, f"{node.schema}.{node.alias}", log))
+        return sorted(models, key=lambda m: m.name)
+
+    def model(self, name: str) -> Optional[LoggedModel]:
+        return next((m for m in self.logged_models() if m.name == name), None)
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self.adapter.connection_named("dbt-logstore"):
+            yield self.adapter
+
+    def table_properties(self, relation: str) -> Optional[Dict[str, str]]:
+        """The table's properties, None when it does not exist."""
+        try:
+            _, table = self.adapter.execute(f"show tblproperties {relation}", fetch=True)
+        except Exception:
+            return None
+        return commit_protocol.parse_properties(table.rows)
+
+    def scalar(self, sql: str) -> Any:
+        _, table = self.adapter.execute(sql, fetch=True)
+        return table.rows[0][0] if len(table.rows) else None
+
+    def relation_exists(self, relation: str) -> bool:
+        return self.table_properties(relation) is not None
+
+    def snapshot_rows(self, model: LoggedModel) -> Tuple[int, Iterator[Tuple[Any, Dict[str, Any]]]]:
+        """The table's current snapshot id and its rows as (key, row) JSON images, encoded as the
+        log encodes them. Fails when the table holds a commit its log does not have yet."""
+        props = self.table_properties(model.relation)
+        if props is None:
+            raise ReaderError(f"Model '{model.name}': table {model.relation} does not exist yet.")
+        if props.get(commit_protocol.COMMITTED) != props.get(commit_protocol.MIRRORED):
+            raise ReaderError(
+                f"Model '{model.name}': table {model.relation} holds change set "
+                f"{props.get(commit_protocol.COMMITTED)}, which is not in the log yet; run the "
+                f"model or dbt run-operation logstore_recover --args '{{model: {model.name}}}'.")
+        snapshot = int(props.get(commit_protocol.SNAPSHOT_ID) or 0)
+        columns = [c.name for c in self.adapter.get_columns_in_relation(
+            self.adapter.Relation.create(schema=model.relation.split(".")[0],
+                                         identifier=model.relation.split(".")[1]))]
+        key = json_object_sql(model.log.unique_key) if model.log.keyed else "cast(null as string)"
+        sql = f"select {key}, {json_object_sql(columns)} from {model.relation}"
+        handle = self.adapter.connections.get_thread_connection().handle
+
+        def rows() -> Iterator[Tuple[Any, Dict[str, Any]]]:
+            for key_json, row_json in iter_query_rows(handle, sql):
+                yield decode_json(key_json.encode()) if key_json else None, decode_json(row_json.encode())
+            after = self.table_properties(model.relation) or {}
+            if int(after.get(commit_protocol.SNAPSHOT_ID) or 0) != snapshot:
+                raise ReaderError(f"Model '{model.name}': the table changed while it was read "
+                                  f"(snapshot {snapshot} -> {after.get(commit_protocol.SNAPSHOT_ID)}); "
+                                  f"read again.")
+
+        return snapshot, rows()

@@ -1,0 +1,105 @@
+"""Whether a logged model's table and its log agree (`dbt-logstore status`).
+
+Always checked, from metadata: the table's recorded snapshot and offsets against the log's last
+confirmation, and nothing of a failed run left behind. With `verify`, also the content: the
+confirmed log replayed (one row image per key, or a multiset for keyless logs) against the
+table's rows, encoded as the log encodes them.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+from dbt.adapters.logstore import commit_protocol
+from dbt.adapters.logstore.kafka_log import consumer_config
+from dbt.adapters.logstore.project import DbtProject, LoggedModel
+from dbt.adapters.logstore.reader import ChangelogReader, Replica
+
+
+@dataclass
+class ModelStatus:
+    model: str
+    relation: str
+    topic: str
+    table_snapshot: Optional[int] = None
+    table_offsets: Dict[str, int] = field(default_factory=dict)
+    log_snapshot: Optional[int] = None
+    log_end_offsets: Dict[str, int] = field(default_factory=dict)
+    records: int = 0
+    problems: List[str] = field(default_factory=list)
+
+    @property
+    def agree(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {**asdict(self), "agree": self.agree}
+
+
+def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) -> ModelStatus:
+    log = model.log
+    status = ModelStatus(model.name, model.relation, str(log.topic))
+    reader = ChangelogReader(str(log.bootstrap_servers), str(log.topic), model.table_id,
+                             **consumer_config(log))
+    confirmations = reader.confirmations()
+    if confirmations:
+        last = confirmations[-1]
+        status.log_snapshot = last.snapshot
+        status.log_end_offsets = {str(p): o for p, o in sorted(last.end_offsets.items())}
+        status.records = sum(c.records for c in confirmations)
+    props = project.table_properties(model.relation)
+    if props is None:
+        if confirmations:
+            status.problems.append(f"table {model.relation} does not exist, but the log has "
+                                   f"{len(confirmations)} snapshots")
+        return status
+    snapshot = commit_protocol.Snapshot.from_properties(props)
+    status.table_snapshot = snapshot.id
+    status.table_offsets = {str(p): o for p, o in sorted(snapshot.end_offsets.items())}
+    if props.get("kafka.topic") != log.topic:
+        status.problems.append(f"the table logs to '{props.get('kafka.topic')}', the model's "
+                               f"config to '{log.topic}' (its next run starts the new log)")
+        return status
+    changes = f"{model.relation}__logstore_changes"
+    if project.relation_exists(changes):
+        status.problems.append(f"a failed run left its change set in {changes}; the next run or "
+                               f"dbt run-operation logstore_recover settles it")
+    if props.get(commit_protocol.COMMITTED) != props.get(commit_protocol.MIRRORED):
+        status.problems.append(f"change set {props.get(commit_protocol.COMMITTED)} is committed "
+                               f"to the table but not recorded as in the log")
+    if snapshot.id != (status.log_snapshot or 0):
+        status.problems.append(f"the table is at snapshot {snapshot.id}, the log's last "
+                               f"confirmed snapshot is {status.log_snapshot or 0}")
+    elif status.table_offsets != status.log_end_offsets:
+        status.problems.append(f"the table records log offsets {status.table_offsets}, the log's "
+                               f"confirmation {status.log_end_offsets}")
+    if verify and status.agree:
+        _verify_content(project, model, reader, status)
+    return status
+
+
+def _image(row: Any) -> str:
+    return json.dumps(row, sort_keys=True, default=str)
+
+
+def _verify_content(project: DbtProject, model: LoggedModel, reader: ChangelogReader,
+                    status: ModelStatus) -> None:
+    replica = Replica()
+    try:
+        for record in reader.changes():
+            replica.apply(record)
+    except ValueError as exc:  # a keyless delete of a row the log never had
+        status.problems.append(f"the log does not replay: {exc}")
+        return
+    logged = Counter(_image(row) for row in replica.rows())
+    _, rows = project.snapshot_rows(model)
+    table = Counter(_image(row) for _, row in rows)
+    if logged != table:
+        missing, extra = table - logged, logged - table
+        status.problems.append(
+            f"content differs: the table has {sum(table.values())} rows, replaying the log gives "
+            f"{sum(logged.values())}; {sum(missing.values())} rows only in the table, "
+            f"{sum(extra.values())} only in the log"
+            + (f" (e.g. {next(iter(missing))})" if missing else ""))

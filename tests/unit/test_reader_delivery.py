@@ -1,0 +1,177 @@
+"""The reader's delivery rules (docs/log-format.md section 5) and start points, against a fake
+consumer that serves a data topic and its control topic."""
+import json
+from collections import namedtuple
+
+import pytest
+
+from dbt.adapters.logstore import reader as reader_module
+from dbt.adapters.logstore.reader import (
+    ChangelogReader, ChangeRecord, Confirmation, Normalizer, ReaderError, StartPoint, start_after,
+)
+
+TP = namedtuple("TP", "topic partition")
+Msg = namedtuple("Msg", "partition offset key value headers")
+TOPIC, CONTROL, TABLE = "t", "t__logstore_commits", "s.t"
+
+
+def data(partition, offset, snapshot, attempt, op="c", id_=1, table=TABLE):
+    value = {"before": None, "after": {"id": id_, "s": snapshot}, "op": op, "ts_ms": 0, "source": {}}
+    headers = [("logstore.table", table.encode()), ("logstore.snapshot", str(snapshot).encode()),
+               ("logstore.attempt", attempt.encode())]
+    return Msg(partition, offset, json.dumps({"id": id_}).encode(), json.dumps(value).encode(), headers)
+
+
+def confirm(offset, snapshot, attempt, offsets, end, ts=0, table=TABLE):
+    value = {"table": table, "snapshot": snapshot, "attempt": attempt, "records": 1,
+             "offsets": {str(p): r for p, r in offsets.items()},
+             "end_offsets": {str(p): o for p, o in end.items()}, "ts_ms": ts}
+    return Msg(0, offset, table.encode(), json.dumps(value).encode(), [])
+
+
+class FakeConsumer:
+    """Serves the given messages; each poll returns the next batch (a dict per poll)."""
+
+    def __init__(self, polls, partitions=(0, 1)):
+        self.polls, self.partitions = list(polls), partitions
+        self.positions, self.assigned, self.seeks = {}, [], {}
+
+    def partitions_for_topic(self, topic):
+        return set(self.partitions) if topic == TOPIC else {0}
+
+    def assign(self, tps):
+        self.assigned = list(tps)
+
+    def seek_to_beginning(self, *tps):
+        for tp in tps:
+            self.positions[tp] = 0
+
+    def seek(self, tp, offset):
+        self.positions[tp], self.seeks[tp.partition] = offset, offset
+
+    def poll(self, timeout_ms=0):
+        if not self.polls:
+            return {}
+        batch = self.polls.pop(0)
+        out = {}
+        for topic, msgs in batch.items():
+            for m in msgs:
+                tp = TP(topic, m.partition)
+                if m.offset >= self.positions.get(tp, 0):
+                    out.setdefault(tp, []).append(m)
+                    self.positions[tp] = m.offset + 1
+        return out
+
+    def highwater(self, tp):
+        return self.positions.get(tp, 0) if not self.polls else self.positions.get(tp, 0) + 1
+
+    def position(self, tp):
+        return self.positions.get(tp, 0)
+
+    def close(self):
+        pass
+
+
+def run(polls, start=StartPoint("earliest"), **kwargs):
+    consumer = FakeConsumer(polls)
+    r = ChangelogReader("h:9", TOPIC, TABLE)
+    r._consumer = lambda: consumer
+    kwargs.setdefault("idle_seconds", 0)
+    if "after_snapshot" not in kwargs:
+        kwargs["after_snapshot"], kwargs["from_offsets"] = 0, {}
+    return [(c.snapshot, c.partition, c.offset) for c in r.changes(start, **kwargs)], consumer
+
+
+def test_confirmed_attempts_are_delivered_in_partition_order():
+    polls = [{TOPIC: [data(0, 0, 1, "a"), data(1, 0, 1, "a"), data(0, 1, 1, "a")],
+              CONTROL: [confirm(0, 1, "a", {0: [0, 1], 1: [0, 0]}, {0: 2, 1: 1})]}]
+    got, _ = run(polls)
+    assert got == [(1, 0, 0), (1, 0, 1), (1, 1, 0)]
+
+
+def test_a_record_waits_for_its_confirmation_in_a_later_poll():
+    polls = [{TOPIC: [data(0, 0, 1, "a")]}, {}, {CONTROL: [confirm(0, 1, "a", {0: [0, 0]}, {0: 1})]}]
+    got, _ = run(polls)
+    assert got == [(1, 0, 0)]
+
+
+def test_a_failed_attempt_is_dropped_when_a_retry_of_its_snapshot_is_confirmed():
+    polls = [{TOPIC: [data(0, 0, 1, "dead"), data(0, 1, 1, "dead"), data(0, 3, 1, "retry")],
+              CONTROL: [confirm(0, 1, "retry", {0: [3, 3]}, {0: 4})]}]
+    got, _ = run(polls)
+    assert got == [(1, 0, 3)]
+
+
+def test_records_outside_the_confirmed_range_are_not_delivered():
+    polls = [{TOPIC: [data(0, 0, 1, "a"), data(0, 5, 1, "a")],
+              CONTROL: [confirm(0, 1, "a", {0: [0, 0]}, {0: 1})]}]
+    assert run(polls)[0] == [(1, 0, 0)]
+
+
+def test_an_unconfirmed_attempt_at_the_end_is_held_back_not_delivered():
+    polls = [{TOPIC: [data(0, 0, 1, "a"), data(0, 1, 2, "inflight")],
+              CONTROL: [confirm(0, 1, "a", {0: [0, 0]}, {0: 1})]}]
+    assert run(polls)[0] == [(1, 0, 0)]
+
+
+def test_other_tables_in_the_topic_are_skipped():
+    polls = [{TOPIC: [data(0, 0, 1, "x", table="s.other"), data(0, 1, 1, "a")],
+              CONTROL: [confirm(0, 1, "x", {0: [0, 0]}, {0: 1}, table="s.other"),
+                        confirm(1, 1, "a", {0: [1, 1]}, {0: 2})]}]
+    assert run(polls)[0] == [(1, 0, 1)]
+
+
+def test_after_snapshot_and_up_to_snapshot_bound_the_range():
+    polls = [{TOPIC: [data(0, 0, 1, "a"), data(0, 1, 2, "b"), data(0, 2, 3, "c")],
+              CONTROL: [confirm(0, 1, "a", {0: [0, 0]}, {0: 1}), confirm(1, 2, "b", {0: [1, 1]}, {0: 2}),
+                        confirm(2, 3, "c", {0: [2, 2]}, {0: 3})]}, {}, {}]
+    got, consumer = run(polls, after_snapshot=1, from_offsets={0: 1}, up_to_snapshot=2)
+    assert got == [(2, 0, 1)]
+    assert consumer.seeks == {0: 1}
+
+
+CONFIRMATIONS = [Confirmation(TABLE, 1, "a", {0: (0, 2)}, {0: 3, 1: 0}, ts_ms=1000),
+                 Confirmation(TABLE, 2, "b", {1: (0, 1)}, {0: 3, 1: 2}, ts_ms=2000),
+                 Confirmation(TABLE, 3, "c", {0: (3, 3)}, {0: 4, 1: 2}, ts_ms=3000)]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("earliest", (0, {})), ("snapshot:0", (0, {})), ("latest", (3, {0: 4, 1: 2})),
+    ("snapshot:2", (2, {0: 3, 1: 2})), ("snapshot=1", (1, {0: 3, 1: 0})),
+    ("timestamp:2000", (1, {0: 3, 1: 0})), ("timestamp:2001", (2, {0: 3, 1: 2})),
+    ("timestamp:999", (0, {})), ("timestamp:1970-01-01T00:00:02Z", (1, {0: 3, 1: 0})),
+])
+def test_start_points(text, expected):
+    assert start_after(CONFIRMATIONS, StartPoint.parse(text)) == expected
+
+
+def test_a_snapshot_not_in_the_log_is_a_clear_error():
+    with pytest.raises(ReaderError, match="Snapshot 9 is not in the log. Allowed: 0 .* from 1 to 3"):
+        start_after(CONFIRMATIONS, StartPoint.parse("snapshot:9"))
+    with pytest.raises(ReaderError, match="no snapshot yet"):
+        start_after([], StartPoint.parse("snapshot:1"))
+
+
+@pytest.mark.parametrize("text", ["", "snapshot", "snapshot:-1", "latest:3", "timestamp:", "x"])
+def test_unknown_start_points(text):
+    with pytest.raises(ReaderError, match="Allowed|ISO-8601"):
+        StartPoint.parse(text)
+
+
+def test_latest_full_needs_the_table():
+    with pytest.raises(ReaderError, match="hybrid_read"):
+        list(reader_module.read_changelog("h:9", TOPIC, start="latest-full"))
+
+
+def rec(op, key, before=None, after=None):
+    return ChangeRecord(0, 0, key, op, before, after, 0)
+
+
+def test_normalizer_gives_upsert_logs_real_before_images_and_drops_repeats():
+    records = [rec("c", {"id": 1}, after={"v": 1}), rec("c", {"id": 1}, after={"v": 2}),
+               rec("u", {"id": 1}, after={"v": 2}),  # a retry's repeat
+               rec("d", {"id": 1}), rec("d", {"id": 1}),  # tombstone twice
+               rec("c", None, after={"v": 9})]  # keyless passes through
+    out = [(r.op, r.before, r.after) for r in Normalizer().apply(records)]
+    assert out == [("c", None, {"v": 1}), ("u", {"v": 1}, {"v": 2}), ("d", {"v": 2}, None),
+                   ("c", None, {"v": 9})]
