@@ -493,8 +493,12 @@ def test_snapshot_property_names():
 
 
 def test_carried_properties():
-    # a rebuilt table continues the snapshot history and the log's partition count ...
-    assert CARRIED == (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS)
+    # a rebuilt table continues the snapshot history, the log's partition count and how far
+    # it has read its upstream logs ...
+    from dbt.adapters.logstore.source_changes import SOURCES
+
+    assert CARRIED == (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS,
+                       SOURCES)
     # ... but never the change-set tags of the commit being made
     assert COMMITTED not in CARRIED and CHANGESET_ID not in CARRIED
 

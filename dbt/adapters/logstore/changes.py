@@ -97,27 +97,31 @@ def change_set_sql(
     unique_key: Sequence[str] = (),
     scope_by: Sequence[str] = (),
     ignore_delete: bool = False,
+    scope_source: Optional[ChangeInput] = None,
 ) -> str:
     """The change set from `old` to `new`; with no old rows every new row is an insert.
-    `scope_by` limits the old rows to those sharing these columns' values with new rows."""
+    `scope_by` limits the old rows to those sharing these columns' values with new rows (or
+    with `scope_source`: the rows a merge was given, deletes included)."""
     if old is None:
         sql = inserts_sql(new, unique_key)
     elif unique_key:
-        sql = keyed_diff_sql(scoped_to(old, new, scope_by), new, unique_key)
+        sql = keyed_diff_sql(scoped_to(old, scope_source or new, scope_by), new, unique_key)
     else:
-        sql = keyless_diff_sql(scoped_to(old, new, scope_by), new)
+        sql = keyless_diff_sql(scoped_to(old, scope_source or new, scope_by), new)
     if ignore_delete:  # log.ignore-delete: the log never carries deletes
         sql = f"select * from ({sql}) where {OP} <> 'd'"
     return sql
 
 
-def upserted_rows_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str]) -> str:
+def upserted_rows_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str],
+                      replaced: Optional[str] = None) -> str:
     """The table's rows after upserting `new` into `old` by key (for file formats without
-    MERGE): old rows whose key is not in `new`, then every new row, in the old column order."""
+    MERGE): old rows whose key is not in `new` (or in `replaced`: the rows a merge was given,
+    deletes included), then every new row, in the old column order."""
     on = " and ".join(f"o.{quote_identifier(k)} <=> n.{quote_identifier(k)}" for k in unique_key)
     cols = ", ".join(quote_identifier(c) for c in old.columns)
     return (
-        f"select o.* from {old.relation} o left anti join {new.relation} n on {on} "
+        f"select o.* from {old.relation} o left anti join {replaced or new.relation} n on {on} "
         f"union all select {cols} from {new.relation}"
     )
 

@@ -47,7 +47,9 @@ SNAPSHOT_OFFSETS = "logstore.snapshot.offsets"
 SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"
 
 # What a rebuilt table takes over from the table it replaces.
-CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS)
+# How far a downstream table has read its upstream logs (see source_changes.py) is carried too.
+CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS,
+           "logstore.sources")
 
 # Record headers: every record names its table, snapshot, change set and write attempt.
 H_TABLE, H_SNAPSHOT, H_CHANGESET, H_ATTEMPT = (

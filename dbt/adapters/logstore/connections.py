@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Dict
 
 from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod
@@ -36,3 +37,6 @@ class LogstoreConnectionManager(SparkConnectionManager):
             for key, value in session_defaults(creds.session_dir).items():
                 creds.server_side_parameters.setdefault(key, value)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            # Spark's Python workers (reading upstream changes in tasks) run dbt's own
+            # interpreter, which has this package and kafka-python, not the first `python3`.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -16,7 +16,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import changes, commit_protocol, faults, run_lock
+from dbt.adapters.logstore import changes, commit_protocol, faults, run_lock, source_changes
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import LogConfig, ModelRef, resolve_log_config
 from dbt.adapters.logstore.log_system import get_log_system
@@ -138,6 +138,14 @@ class LogstoreAdapter(SparkAdapter):
         return ""
 
     def post_model_hook(self, config: Mapping[str, Any], context: Any) -> None:
+        thread = threading.get_ident()
+        self._pending_sources.pop(thread, None)
+        for raw in self._source_tables.pop(thread, []):  # landed upstream changes: read and done
+            kind, _, name = raw.rpartition(" ")
+            try:
+                self.execute(f"drop {kind or 'table'} if exists {name}")
+            except Exception as exc:
+                logger.warning(f"could not drop {raw}: {exc}")
         self.logstore_release_lock()
         super().post_model_hook(config, context)
 
@@ -176,6 +184,7 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_change_sql(
         self, log: LogConfig, new_relation: Any, old_relation: Any = None, scope_by: Any = None,
+        scope_relation: Any = None,
     ) -> str:
         """SQL of the change set from `old_relation` (None: no old rows) to `new_relation`."""
         new = changes.ChangeInput(str(new_relation), self._column_names(new_relation))
@@ -184,16 +193,19 @@ class LogstoreAdapter(SparkAdapter):
             old = changes.ChangeInput(str(old_relation), self._column_names(old_relation))
         if isinstance(scope_by, str):
             scope_by = [scope_by]
+        source = changes.ChangeInput(str(scope_relation), ()) if scope_relation is not None else None
         return changes.change_set_sql(new, old, log.unique_key, tuple(scope_by or ()),
-                                      ignore_delete=log.ignore_delete)
+                                      ignore_delete=log.ignore_delete, scope_source=source)
 
     @available.parse_none
-    def logstore_upserted_rows_sql(self, log: LogConfig, new_relation: Any, old_relation: Any) -> str:
-        """The rows of `old_relation` after upserting `new_relation` by the unique key."""
+    def logstore_upserted_rows_sql(self, log: LogConfig, new_relation: Any, old_relation: Any,
+                                   replaced: Any = None) -> str:
+        """The rows of `old_relation` after upserting `new_relation` by the unique key (and
+        removing the keys of `replaced` that `new_relation` does not have: deletes)."""
         return changes.upserted_rows_sql(
             changes.ChangeInput(str(old_relation), self._column_names(old_relation)),
             changes.ChangeInput(str(new_relation), self._column_names(new_relation)),
-            log.unique_key,
+            log.unique_key, None if replaced is None else str(replaced),
         )
 
     @available.parse_none
@@ -326,7 +338,7 @@ class LogstoreAdapter(SparkAdapter):
         """The staged table a failed run had tagged and was renaming into the place of the old
         table it had just dropped, if any: its rows are committed and must be put in place."""
         changeset = self._table_properties(changes_relation).get(commit_protocol.CHANGESET_ID)
-        for suffix in ("new", "merged"):
+        for suffix in ("new", "merged", "upserts"):
             staged = self.get_relation(
                 target_relation.database, target_relation.schema,
                 f"{target_relation.identifier}__logstore_{suffix}")
@@ -355,13 +367,17 @@ class LogstoreAdapter(SparkAdapter):
             replaced = self.logstore_row_count(scoped.relation)
         else:
             replaced = before
-        return {commit_protocol.INTENT_ROWS_BEFORE: str(before),
-                commit_protocol.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
+        intent = {commit_protocol.INTENT_ROWS_BEFORE: str(before),
+                  commit_protocol.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
+        sources = self._pending_sources.get(threading.get_ident())
+        if sources:
+            intent[source_changes.SOURCES_INTENT] = sources
+        return intent
 
     @available.parse_none
     def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,
                             topic_partitions: Optional[int] = None,
-                            carry_from: Any = None) -> Dict[str, str]:
+                            carry_from: Any = None, record_sources: bool = True) -> Dict[str, str]:
         """Table properties of a commit: the log options, the change-set tag, the partition
         count the records were placed with. A table that replaces `carry_from` carries on its
         snapshot history (id, offsets), so snapshot ids stay monotonic across rebuilds."""
@@ -372,9 +388,150 @@ class LogstoreAdapter(SparkAdapter):
         props.update(log.table_properties())
         if changeset_id:
             props[commit_protocol.COMMITTED] = changeset_id
+            sources = self._pending_sources.get(threading.get_ident())
+            if sources and record_sources:  # how far upstream logs were read: commits with it
+                props[source_changes.SOURCES] = sources
         if topic_partitions:
             props[commit_protocol.TOPIC_PARTITIONS] = str(topic_partitions)
         return props
+
+    # --- downstream models reading upstream changes -------------------------------------
+
+    @available.parse_none
+    def logstore_source_changes(self, node: Any, this_relation: Any, upstream_relation: Any,
+                                upstream_node: Any, normalize: bool = False,
+                                full_refresh: bool = False) -> str:
+        """`logstore_changes(ref(...))`: land this run's range of the upstream's changes and
+        return the temporary view over them (see source_changes.py). The position reached is
+        recorded with this model's table when it commits."""
+        from dbt.adapters.logstore.kafka_log import consumer_config
+        from dbt.adapters.logstore.reader import ChangelogReader, ReaderError
+
+        log = self.logstore_config(node)
+        if upstream_node is None:
+            raise DbtRuntimeError(f"Model '{log.model}': logstore_changes() takes a ref() to a "
+                                  f"model of this project, got {upstream_relation}.")
+        upstream_log = self.logstore_config(upstream_node)
+        if not upstream_log.enabled:
+            raise DbtRuntimeError(
+                f"Model '{log.model}': logstore_changes(ref('{upstream_log.model}')) needs "
+                f"'{upstream_log.model}' to have a log. Allowed: a model with 'log.system' set.")
+        materialized = _as_dict(_get(node, "config")).get("materialized")
+        if not log.enabled or materialized != "incremental":
+            raise DbtRuntimeError(
+                f"Model '{log.model}': logstore_changes() is for incremental models with a log "
+                f"('log.system'), whose commit records how far the upstream was read. Allowed: "
+                f"materialized='incremental' with 'log.system' set.")
+        upstream_id = f"{upstream_relation.schema}.{upstream_relation.identifier}"
+        this_props = {}
+        existing = self.get_relation(this_relation.database, this_relation.schema, this_relation.identifier)
+        if existing is not None and existing.is_table and not full_refresh:
+            this_props = self._table_properties(existing)
+        sources = source_changes.parse_sources(this_props.get(source_changes.SOURCES))
+        reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
+                                 upstream_id, **consumer_config(upstream_log))
+        upstream_props = self._table_properties(upstream_relation)
+        if upstream_props.get(commit_protocol.COMMITTED) != upstream_props.get(commit_protocol.MIRRORED):
+            raise DbtRuntimeError(
+                f"Model '{log.model}': upstream '{upstream_log.model}' holds a commit its log does "
+                f"not have yet; run it (or dbt run-operation logstore_recover --args "
+                f"'{{model: {upstream_log.model}}}') first.")
+        upstream_snapshot = int(upstream_props.get(commit_protocol.SNAPSHOT_ID) or 0)
+        try:
+            plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
+                                                 reader.confirmations(), sources.get(upstream_id),
+                                                 upstream_snapshot)
+        except ReaderError as exc:
+            raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
+        raw = this_relation.incorporate(path={
+            "identifier": f"{this_relation.identifier}__logstore_src_{upstream_relation.identifier}"},
+            type="table")
+        self.execute(f"drop table if exists {raw}")
+        self.execute(source_changes.raw_table_ddl(str(raw)))
+        self._source_tables.setdefault(threading.get_ident(), []).append(str(raw))
+        columns = self.get_columns_in_relation(upstream_relation)
+        if plan.hybrid:
+            self.execute(source_changes.hybrid_rows_sql(
+                str(raw), str(upstream_relation), [c.name for c in columns], upstream_log.unique_key,
+                plan.to_snapshot))
+            now = self._table_properties(upstream_relation).get(commit_protocol.SNAPSHOT_ID)
+            if int(now or 0) != plan.to_snapshot:
+                raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
+                                      f"committed while it was read; run again.")
+        elif plan.ranges:
+            self._land_ranges(plan, str(raw), upstream_log)
+        view = f"{this_relation.identifier}__logstore_changes_{upstream_relation.identifier}"
+        self.execute(source_changes.changes_view_sql(
+            view, str(raw), [(c.name, c.dtype) for c in columns], upstream_log.unique_key, normalize))
+        self._source_tables[threading.get_ident()].append(f"view {view}")
+        sources[upstream_id] = plan.position(end)
+        self._pending_sources[threading.get_ident()] = source_changes.dump_sources(sources)
+        logger.info(f"{log.model}: reading {upstream_log.model} "
+                    + ("as of its snapshot " if plan.hybrid else f"changes after snapshot {plan.from_snapshot} up to ")
+                    + str(plan.to_snapshot))
+        return view
+
+    def _land_ranges(self, plan: Any, raw: str, upstream_log: LogConfig) -> None:
+        from dbt.adapters.spark.session import SessionConnectionWrapper
+
+        from dbt.adapters.logstore.kafka_log import consumer_config
+
+        config = consumer_config(upstream_log)
+        handle = self.connections.get_thread_connection().handle
+        if isinstance(handle, SessionConnectionWrapper):  # Spark tasks, one per partition range
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+            source_changes.raw_rows_in_spark(spark, plan, str(upstream_log.bootstrap_servers),
+                                             config).write.insertInto(raw)
+            return
+        # thrift: dbt reads the ranges and inserts them in batches
+        import itertools
+
+        rows = itertools.chain.from_iterable(
+            source_changes.read_range(str(upstream_log.bootstrap_servers), plan.topic, p, a, b,
+                                      plan.attempts, plan.upstream, config)
+            for p, a, b in plan.ranges)
+        for statement in source_changes.insert_batches_sql(raw, rows):
+            self.execute(statement)
+
+    @property
+    def _pending_sources(self) -> Dict[int, str]:
+        if not hasattr(self, "_logstore_sources"):
+            self._logstore_sources: Dict[int, str] = {}
+        return self._logstore_sources
+
+    @property
+    def _source_tables(self) -> Dict[int, List[str]]:
+        if not hasattr(self, "_logstore_source_tables"):
+            self._logstore_source_tables: Dict[int, List[str]] = {}
+        return self._logstore_source_tables
+
+    @available.parse_none
+    def logstore_has_op_column(self, relation: Any) -> bool:
+        """Whether a model's rows carry `_logstore_op` (from logstore_changes): then a merge
+        deletes the keys whose op is 'd' and upserts the rest."""
+        return source_changes.OP_COLUMN in self._column_names(relation)
+
+    @available.parse_none
+    def logstore_upserts_sql(self, relation: Any) -> str:
+        """The rows of `relation` to keep (op other than 'd'), without the _logstore_ columns."""
+        cols = [c for c in self._column_names(relation) if not c.startswith(source_changes.CONTROL_PREFIX)]
+        names = ", ".join(f"`{c}`" for c in cols)
+        return f"select {names} from {relation} where {source_changes.OP_COLUMN} <> 'd'"
+
+    @available.parse_none
+    def logstore_settle_sources(self, relation: Any, changeset: str) -> None:
+        """Recovery of an incremental commit judged committed by its intent: the upstream
+        position it recorded as intended becomes the table's."""
+        props = self._table_properties(relation)
+        intended = props.get(source_changes.SOURCES_INTENT)
+        if intended and props.get(commit_protocol.INTENT) == changeset \
+                and props.get(commit_protocol.COMMITTED) != changeset:
+            from dbt.adapters.logstore.encoding import sql_string
+
+            self.execute(f"alter table {relation} set tblproperties "
+                         f"({sql_string(source_changes.SOURCES)} = {sql_string(intended)})")
 
     # --- dbt debug -----------------------------------------------------------------------
 

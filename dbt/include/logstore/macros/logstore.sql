@@ -45,6 +45,7 @@
     {%- set pending = adapter.logstore_pending_changeset(leftover, existing) -%}
     {%- if pending -%}
       {{ log("logstore: re-sending change set " ~ pending ~ " of " ~ target_relation ~ " left by a failed run", info=true) }}
+      {%- do adapter.logstore_settle_sources(existing, pending) -%}
       {%- do logstore_finish(log_config, existing, leftover, pending, recovering=true) -%}
     {%- else -%}
       {%- do adapter.drop_relation(leftover) -%}
@@ -54,11 +55,12 @@
     {{ log("logstore: " ~ target_relation ~ " starts its log in " ~ log_config.topic ~ " with the table's current rows", info=true) }}
     {%- set changeset_id = invocation_id ~ '-start' -%}
     {%- do logstore_build_changes(log_config, changes, existing, changeset_id=changeset_id) -%}
-    {%- do logstore_set_tblproperties(existing, adapter.logstore_properties(log_config, changeset_id, partitions)) -%}
+    {%- do logstore_set_tblproperties(existing, adapter.logstore_properties(log_config, changeset_id, partitions, record_sources=false)) -%}
     {%- do logstore_finish(log_config, existing, changes, changeset_id, log_starts=true) -%}
   {%- endif -%}
   {%- do adapter.drop_relation(logstore_relation(target_relation, 'new')) -%}
   {%- do adapter.drop_relation(logstore_relation(target_relation, 'merged')) -%}
+  {%- do adapter.drop_relation(logstore_relation(target_relation, 'upserts')) -%}
   {{ return(partitions) }}
 {%- endmacro %}
 
@@ -72,11 +74,11 @@
 
 {#-- The change set from old_relation (none: no old rows) to new_relation, as a table tagged
      with its change-set id; scope_by limits the old rows (partitions or keys replaced). --#}
-{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id) -%}
+{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id, scope_relation=none) -%}
   {%- call statement('logstore_changes') -%}
     create table {{ changes_relation }} using parquet
     tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
-    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by) }}
+    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation) }}
   {%- endcall -%}
   {%- do adapter.logstore_check_change_set(log_config, changes_relation) -%}
 {%- endmacro %}
@@ -113,6 +115,15 @@
   {%- set staging = logstore_relation(target_relation, 'new') -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
   {%- do logstore_stage(staging, compiled_code) -%}
+  {%- if adapter.logstore_has_op_column(staging) -%}
+    {#-- rows from logstore_changes(): deletes drop out, the _logstore_ columns are not kept --#}
+    {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
+    {%- call statement('logstore_upserts') -%}
+      {{ create_table_as(False, upserts, adapter.logstore_upserts_sql(staging)) }}
+    {%- endcall -%}
+    {%- do adapter.drop_relation(staging) -%}
+    {%- set staging = upserts -%}
+  {%- endif -%}
   {%- do adapter.logstore_check_unique(log_config, staging) -%}
   {%- set prior = old_relation if (old_relation is not none and old_relation.is_table) else none -%}
   {%- do logstore_build_changes(log_config, changes, staging, prior) -%}

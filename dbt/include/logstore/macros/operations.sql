@@ -35,3 +35,22 @@
   {{ exceptions.raise_compiler_error("logstore: no model named '" ~ name ~ "' in this project") }}
 {%- endmacro %}
 
+
+{#-- A downstream incremental model reads an upstream logged model's changes instead of its
+     files:  select ... from {{ logstore_changes(ref('orders'), normalize=true) }}
+     The relation it returns has the upstream's columns plus _logstore_op ('r' a row of the
+     upstream table on the first run, 'c', 'u', 'd') and _logstore_snapshot. With
+     normalize=true there is one row per key: its last change in the range. A `merge` model
+     with a unique_key deletes the keys whose _logstore_op is 'd' and upserts the rest; the
+     _logstore_ columns are not stored. See dbt/adapters/logstore/source_changes.py. --#}
+{% macro logstore_changes(upstream, normalize=false) -%}
+  {%- if not execute -%}
+    {{ return(upstream) }}
+  {%- endif -%}
+  {%- set ns = namespace(node=none) -%}
+  {%- for node in graph.nodes.values() if node.resource_type == 'model'
+        and node.schema == upstream.schema and node.alias == upstream.identifier -%}
+    {%- set ns.node = node -%}
+  {%- endfor -%}
+  {{ return(adapter.logstore_source_changes(model, this, upstream, ns.node, normalize, should_full_refresh())) }}
+{%- endmacro %}

@@ -48,14 +48,25 @@
       {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by) -%}
     {%- else -%}
       {%- do adapter.logstore_check_unique(log_config, staging) -%}
-      {%- do logstore_build_changes(log_config, changes, staging, existing_relation, log_config.unique_key) -%}
+    {%- endif -%}
+    {%- set op_aware = strategy == 'merge' and adapter.logstore_has_op_column(staging) -%}
+    {%- set upserts = staging -%}
+    {%- if op_aware -%}
+      {#-- rows from logstore_changes(): keys whose op is 'd' are deleted, the rest upserted --#}
+      {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
+      {%- call statement('logstore_upserts') -%}
+        {{ create_table_as(False, upserts, adapter.logstore_upserts_sql(staging)) }}
+      {%- endcall -%}
+    {%- endif -%}
+    {%- if strategy == 'merge' -%}
+      {%- do logstore_build_changes(log_config, changes, upserts, existing_relation, log_config.unique_key, scope_relation=staging) -%}
     {%- endif -%}
 
-    {%- if strategy == 'merge' and not has_merge -%}
+    {%- if strategy == 'merge' and (not has_merge or op_aware) -%}
       {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in --#}
       {%- set merged = logstore_relation(target_relation, 'merged') -%}
       {%- call statement('main') -%}
-        {{ create_table_as(False, merged, adapter.logstore_upserted_rows_sql(log_config, staging, existing_relation)) }}
+        {{ create_table_as(False, merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging)) }}
       {%- endcall -%}
       {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
     {%- else -%}
@@ -75,6 +86,9 @@
       {%- do store_result('main', response=response) -%}
     {%- endif -%}
     {%- do adapter.drop_relation(staging) -%}
+    {%- if op_aware -%}
+      {%- do adapter.drop_relation(upserts) -%}
+    {%- endif -%}
   {%- endif -%}
 
   {% set should_revoke = should_revoke(existing_relation, full_refresh_mode) %}

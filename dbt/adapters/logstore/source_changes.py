@@ -1,0 +1,227 @@
+"""Downstream models read an upstream logged model's changes (`logstore_changes(ref(...))`).
+
+The range read is (the upstream snapshot the downstream table recorded, the upstream's latest
+confirmed snapshot]: with the downstream table the adapter keeps, per upstream table, the
+snapshot and log offsets it has consumed (`logstore.sources`), written in the same step as the
+downstream commit. So a chain of models processes each upstream change once, and a failed
+downstream run (which records nothing) reads the same range again. A downstream table without
+a recorded position starts from the upstream table itself, as of its current snapshot (the
+hybrid read: rows as op 'r', then the log from that snapshot's offsets).
+
+The changes land in a table `<model>__logstore_source_<n>` as JSON images (with the Spark
+session: written by Spark tasks, one per Kafka partition, each reading its offset range with
+kafka-python; with thrift: read by dbt and inserted in batches), and a temporary view parses
+them into the upstream's columns plus `_logstore_op` ('r', 'c', 'u', 'd') and
+`_logstore_snapshot`. Deletes carry the old row, everything else the new row.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from dbt.adapters.logstore.encoding import quote_identifier, sql_string
+
+SOURCES = "logstore.sources"
+SOURCES_INTENT = "logstore.sources.intent"
+OP_COLUMN, SNAPSHOT_COLUMN = "_logstore_op", "_logstore_snapshot"
+CONTROL_PREFIX = "_logstore_"
+RAW_COLUMNS = ("op", "kind", "key", "value", "snapshot", "part", "off")
+
+
+@dataclass(frozen=True)
+class SourcePosition:
+    """How far a downstream table has consumed one upstream log."""
+
+    topic: str
+    snapshot: int
+    offsets: Dict[str, int]
+
+    @classmethod
+    def from_json(cls, value: Dict[str, Any]) -> "SourcePosition":
+        return cls(topic=value["topic"], snapshot=int(value["snapshot"]),
+                   offsets={str(p): int(o) for p, o in value.get("offsets", {}).items()})
+
+
+def parse_sources(text: Optional[str]) -> Dict[str, SourcePosition]:
+    return {k: SourcePosition.from_json(v) for k, v in json.loads(text or "{}").items()}
+
+
+def dump_sources(sources: Dict[str, SourcePosition]) -> str:
+    return json.dumps({k: asdict(v) for k, v in sorted(sources.items())}, separators=(",", ":"),
+                      sort_keys=True)
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What one downstream run reads of one upstream: from_snapshot (exclusive) up to
+    to_snapshot (inclusive), per partition [start, end) offsets; hybrid when the downstream has
+    no position yet (the upstream table's rows are read instead of the log)."""
+
+    upstream: str
+    topic: str
+    from_snapshot: int
+    to_snapshot: int
+    ranges: Tuple[Tuple[int, int, int], ...]  # (partition, start, end)
+    attempts: Dict[str, Dict[int, Tuple[int, int]]]  # confirmed attempts in range
+    hybrid: bool
+
+    def position(self, end_offsets: Dict[int, int]) -> SourcePosition:
+        return SourcePosition(self.topic, self.to_snapshot,
+                              {str(p): int(o) for p, o in sorted(end_offsets.items())})
+
+
+def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
+              position: Optional[SourcePosition], upstream_snapshot: int) -> Tuple[ReadPlan, Dict[int, int]]:
+    """The range to read and the offsets to record after it. `confirmations` are the upstream
+    log's (reader.Confirmation, snapshot order); `upstream_snapshot` its table's current one."""
+    from dbt.adapters.logstore.reader import ReaderError
+
+    if position is not None and position.topic != topic:
+        position = None  # the upstream logs to a new topic: start again from its table
+    if position is None:
+        end = next((c.end_offsets for c in confirmations if c.snapshot == upstream_snapshot), {})
+        if upstream_snapshot and not end:
+            raise ReaderError(f"Upstream {upstream} is at snapshot {upstream_snapshot}, which its "
+                              f"log '{topic}' does not confirm; run it (or logstore_recover) first.")
+        return ReadPlan(upstream, topic, 0, upstream_snapshot, (), {}, hybrid=True), dict(end)
+    newer = [c for c in confirmations if c.snapshot > position.snapshot]
+    if not newer:
+        return ReadPlan(upstream, topic, position.snapshot, position.snapshot, (), {}, False), \
+            {int(p): o for p, o in position.offsets.items()}
+    last = newer[-1]
+    start = {int(p): o for p, o in position.offsets.items()}
+    ranges = tuple((p, start.get(p, 0), end) for p, end in sorted(last.end_offsets.items())
+                   if end > start.get(p, 0))
+    attempts = {c.attempt: dict(c.offsets) for c in newer}
+    return ReadPlan(upstream, topic, position.snapshot, last.snapshot, ranges, attempts, False), \
+        dict(last.end_offsets)
+
+
+def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int,
+               attempts: Dict[str, Dict[int, Tuple[int, int]]], table: str,
+               client_config: Dict[str, Any]) -> Iterator[Tuple[Any, ...]]:
+    """The confirmed changes of one partition in [start, end), as raw rows
+    (op, key, image, snapshot, partition, offset). Runs in a Spark task or in dbt."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None,
+                             enable_auto_commit=False, isolation_level="read_committed",
+                             **client_config)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        while consumer.position(tp) < end:
+            for msg in consumer.poll(timeout_ms=500).get(tp, []):
+                if msg.offset >= end:
+                    break
+                headers = {k: v.decode() for k, v in (msg.headers or [])}
+                if headers.get("logstore.table") != table:
+                    continue
+                first, last = attempts.get(headers.get("logstore.attempt", ""), {}).get(partition, (1, 0))
+                if first <= msg.offset <= last:
+                    yield _raw_row(msg, int(headers.get("logstore.snapshot") or 0))
+    finally:
+        consumer.close()
+
+
+def _raw_row(msg: Any, snapshot: int) -> Tuple[Any, ...]:
+    """The record's own JSON text is kept (Spark parses it with the upstream's types, so
+    decimals keep their digits); `kind` says where the row image is: 'e' in the envelope
+    (before for deletes, after otherwise), 'b' the value is the bare row, 'k' a tombstone
+    (only the key's columns are known)."""
+    from dbt.adapters.logstore.reader import decode_record
+
+    record = decode_record(msg, snapshot)
+    kind = "k" if msg.value is None else ("e" if _is_envelope(msg.value) else "b")
+    key = None if msg.key is None else msg.key.decode()
+    value = None if msg.value is None else msg.value.decode()
+    return (record.op, kind, key, value, snapshot, msg.partition, msg.offset)
+
+
+def _is_envelope(value: bytes) -> bool:
+    from dbt.adapters.logstore.reader import ENVELOPE_FIELDS
+
+    parsed = json.loads(value)
+    return isinstance(parsed, dict) and set(parsed) == ENVELOPE_FIELDS
+
+
+def raw_rows_in_spark(spark: Any, plan: ReadPlan, bootstrap_servers: str,
+                      client_config: Dict[str, Any]) -> Any:
+    """A DataFrame of the plan's raw rows, read by Spark tasks: one per partition range."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    topic, table, attempts = plan.topic, plan.upstream, plan.attempts
+
+    def read(ranges: Iterator[Tuple[int, int, int]]) -> Iterator[Tuple[Any, ...]]:
+        for partition, start, end in ranges:
+            yield from read_range(bootstrap_servers, topic, partition, start, end, attempts,
+                                  table, client_config)
+
+    schema = StructType([StructField("op", StringType()), StructField("kind", StringType()),
+                         StructField("key", StringType()), StructField("value", StringType()),
+                         StructField("snapshot", LongType()), StructField("part", LongType()),
+                         StructField("off", LongType())])
+    ranges = list(plan.ranges)
+    rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges))).mapPartitions(read)
+    return spark.createDataFrame(rdd, schema)
+
+
+def raw_table_ddl(relation: str) -> str:
+    return (f"create table {relation} (op string, kind string, key string, value string, "
+            f"snapshot bigint, part bigint, off bigint) using parquet")
+
+
+def insert_batches_sql(relation: str, rows: Iterator[Tuple[Any, ...]], batch: int = 500) -> Iterator[str]:
+    """INSERT statements for raw rows read by dbt (thrift: dbt cannot run tasks on the server)."""
+    def lit(v: Any) -> str:
+        return "null" if v is None else (str(v) if isinstance(v, int) else sql_string(str(v)))
+
+    values: List[str] = []
+    for row in rows:
+        values.append("(" + ", ".join(lit(v) for v in row) + ")")
+        if len(values) >= batch:
+            yield f"insert into {relation} values " + ", ".join(values)
+            values = []
+    if values:
+        yield f"insert into {relation} values " + ", ".join(values)
+
+
+def changes_view_sql(view: str, raw_relation: str, columns: Sequence[Tuple[str, str]],
+                     unique_key: Sequence[str], normalize: bool) -> str:
+    """The temporary view over the raw rows: upstream columns, op and snapshot. Normalized:
+    the last change per key in the range (a delete if the key's last change deleted it)."""
+    from dbt.adapters.logstore.encoding import JSON_OPTIONS
+
+    row = "struct<" + ", ".join(f"{quote_identifier(n)}: {t}" for n, t in columns) + ">"
+    envelope = f"struct<before: {row}, after: {row}>"
+    options = "map(" + ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in JSON_OPTIONS.items()) + ")"
+
+    def parse(text: str, schema: str) -> str:
+        return f"from_json({text}, {sql_string(schema)}, {options})"
+
+    image = (f"case kind when 'e' then (case when op = 'd' then {parse('value', envelope)}.before "
+             f"else {parse('value', envelope)}.after end) "
+             f"when 'b' then {parse('value', row)} else {parse('key', row)} end")
+    cols = ", ".join(f"img.{quote_identifier(name)}" for name, _ in columns)
+    body = (f"select {cols}, op as {OP_COLUMN}, snapshot as {SNAPSHOT_COLUMN}, part, off "
+            f"from (select op, snapshot, part, off, {image} as img from {raw_relation})")
+    if normalize and unique_key:
+        keys = ", ".join(quote_identifier(k) for k in unique_key)
+        body = (f"select * from (select *, row_number() over (partition by {keys} order by "
+                f"{SNAPSHOT_COLUMN} desc, part desc, off desc) as __logstore_rank from ({body})) "
+                f"where __logstore_rank = 1")
+    names = ", ".join(quote_identifier(n) for n, _ in columns)
+    return (f"create or replace temporary view {view} as "
+            f"select {names}, {OP_COLUMN}, {SNAPSHOT_COLUMN} from ({body})")
+
+
+def hybrid_rows_sql(raw_relation: str, upstream_relation: str, columns: Sequence[str],
+                    unique_key: Sequence[str], snapshot: int) -> str:
+    """The upstream table's rows as 'r' changes of its snapshot, encoded as the log encodes them."""
+    from dbt.adapters.logstore.encoding import json_object_sql
+
+    key = json_object_sql(unique_key) if unique_key else "cast(null as string)"
+    return (f"insert into {raw_relation} select 'r', 'b', {key}, {json_object_sql(columns)}, "
+            f"{int(snapshot)}, -1, -1 from {upstream_relation}")
