@@ -843,3 +843,12 @@ def test_a_tag_wins_over_the_intent():
     assert _action({"logstore.changeset.id": "cs1"}, props, row_count=0) == "mirror"
     props["logstore.changeset.mirrored"] = "cs1"
     assert _action({"logstore.changeset.id": "cs1"}, props, row_count=0) == "drop"
+
+
+def test_logged_snapshot_only_when_the_table_holds_no_unlogged_commit():
+    from dbt.adapters.logstore.commit_protocol import UnloggedCommit, logged_snapshot
+
+    assert logged_snapshot({COMMITTED: "a", MIRRORED: "a", SNAPSHOT_ID: "7"}, "orders") == 7
+    assert logged_snapshot({}, "orders") == 0  # never logged: nothing committed either
+    with pytest.raises(UnloggedCommit, match="'orders' holds change set b.*logstore_recover"):
+        logged_snapshot({COMMITTED: "b", MIRRORED: "a", SNAPSHOT_ID: "7"}, "orders")

@@ -226,6 +226,20 @@ def prepare_log(log: LogConfig) -> int:
     return get_log_system(log.system).prepare(log)
 
 
+class UnloggedCommit(ValueError):
+    """A table holds a commit whose change set is not in its log yet."""
+
+
+def logged_snapshot(props: Mapping[str, str], model: str) -> int:
+    """The table's snapshot, when its rows are exactly what its log holds up to that snapshot
+    (what a reader may start from); else UnloggedCommit saying how to settle it."""
+    if props.get(COMMITTED) != props.get(MIRRORED):
+        raise UnloggedCommit(
+            f"'{model}' holds change set {props.get(COMMITTED)}, which is not in its log yet; run "
+            f"it, or dbt run-operation logstore_recover --args '{{model: {model}}}', first.")
+    return int(props.get(SNAPSHOT_ID) or 0)
+
+
 def parse_properties(rows: Iterable[Any]) -> dict:
     """`SHOW TBLPROPERTIES` rows -> dict."""
     return {str(r[0]): str(r[1]) for r in rows}

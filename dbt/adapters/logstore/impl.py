@@ -7,7 +7,7 @@ config resolution (`log_config`), change computation (`changes`), the commit pro
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from dbt.adapters.base import available
@@ -35,6 +35,16 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_snapshot: Optional[int] = None
     log_end_offsets: Optional[Dict[str, int]] = None
     log_attempt: Optional[str] = None
+
+
+@dataclass
+class ModelRunState:
+    """What a thread's model run holds until dbt's post-model hook: its run lock, the upstream
+    positions to record with its commit, and the upstream changes it landed (tables, views)."""
+
+    lock: Optional[str] = None
+    sources: Optional[str] = None
+    landed: List[str] = field(default_factory=list)
 
 
 def _as_dict(value: Any) -> Dict[str, Any]:
@@ -103,7 +113,7 @@ class LogstoreAdapter(SparkAdapter):
             try:
                 self.execute(f"create table {lock} (held_by string) using parquet "
                              f"tblproperties ({props})")
-                self._held_locks[threading.get_ident()] = lock
+                self._run_state().lock = lock
                 return lock
             except Exception as exc:
                 held = self._lock_owner(lock)
@@ -128,7 +138,8 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_release_lock(self) -> str:
         """Release the lock this thread took (dbt calls it after every model, via the hook)."""
-        lock = self._held_locks.pop(threading.get_ident(), None)
+        state = self._run_state()
+        lock, state.lock = state.lock, None
         if lock is not None:
             try:
                 self.execute(f"drop table if exists {lock}")
@@ -138,22 +149,22 @@ class LogstoreAdapter(SparkAdapter):
         return ""
 
     def post_model_hook(self, config: Mapping[str, Any], context: Any) -> None:
-        thread = threading.get_ident()
-        self._pending_sources.pop(thread, None)
-        for raw in self._source_tables.pop(thread, []):  # landed upstream changes: read and done
+        for raw in self._run_state().landed:  # landed upstream changes: read and done
             kind, _, name = raw.rpartition(" ")
             try:
                 self.execute(f"drop {kind or 'table'} if exists {name}")
             except Exception as exc:
                 logger.warning(f"could not drop {raw}: {exc}")
         self.logstore_release_lock()
+        self._run_states.pop(threading.get_ident(), None)
         super().post_model_hook(config, context)
 
     @property
-    def _held_locks(self) -> Dict[int, str]:
-        if not hasattr(self, "_logstore_locks"):
-            self._logstore_locks: Dict[int, str] = {}
-        return self._logstore_locks
+    def _run_states(self) -> Dict[int, ModelRunState]:
+        return self.__dict__.setdefault("_logstore_run_states", {})
+
+    def _run_state(self) -> ModelRunState:
+        return self._run_states.setdefault(threading.get_ident(), ModelRunState())
 
     @staticmethod
     def _lock_relation(target_relation: Any) -> str:
@@ -369,7 +380,7 @@ class LogstoreAdapter(SparkAdapter):
             replaced = before
         intent = {commit_protocol.INTENT_ROWS_BEFORE: str(before),
                   commit_protocol.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
-        sources = self._pending_sources.get(threading.get_ident())
+        sources = self._run_state().sources
         if sources:
             intent[source_changes.SOURCES_INTENT] = sources
         return intent
@@ -388,7 +399,7 @@ class LogstoreAdapter(SparkAdapter):
         props.update(log.table_properties())
         if changeset_id:
             props[commit_protocol.COMMITTED] = changeset_id
-            sources = self._pending_sources.get(threading.get_ident())
+            sources = self._run_state().sources
             if sources and record_sources:  # how far upstream logs were read: commits with it
                 props[source_changes.SOURCES] = sources
         if topic_partitions:
@@ -430,25 +441,20 @@ class LogstoreAdapter(SparkAdapter):
         sources = source_changes.parse_sources(this_props.get(source_changes.SOURCES))
         reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
                                  upstream_id, **consumer_config(upstream_log))
-        upstream_props = self._table_properties(upstream_relation)
-        if upstream_props.get(commit_protocol.COMMITTED) != upstream_props.get(commit_protocol.MIRRORED):
-            raise DbtRuntimeError(
-                f"Model '{log.model}': upstream '{upstream_log.model}' holds a commit its log does "
-                f"not have yet; run it (or dbt run-operation logstore_recover --args "
-                f"'{{model: {upstream_log.model}}}') first.")
-        upstream_snapshot = int(upstream_props.get(commit_protocol.SNAPSHOT_ID) or 0)
         try:
+            upstream_snapshot = commit_protocol.logged_snapshot(
+                self._table_properties(upstream_relation), upstream_log.model)
             plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
                                                  reader.confirmations(), sources.get(upstream_id),
                                                  upstream_snapshot)
-        except ReaderError as exc:
+        except (ReaderError, commit_protocol.UnloggedCommit) as exc:
             raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
         raw = this_relation.incorporate(path={
             "identifier": f"{this_relation.identifier}__logstore_src_{upstream_relation.identifier}"},
             type="table")
         self.execute(f"drop table if exists {raw}")
         self.execute(source_changes.raw_table_ddl(str(raw)))
-        self._source_tables.setdefault(threading.get_ident(), []).append(str(raw))
+        self._run_state().landed.append(str(raw))
         columns = self.get_columns_in_relation(upstream_relation)
         if plan.hybrid:
             self.execute(source_changes.hybrid_rows_sql(
@@ -463,9 +469,9 @@ class LogstoreAdapter(SparkAdapter):
         view = f"{this_relation.identifier}__logstore_changes_{upstream_relation.identifier}"
         self.execute(source_changes.changes_view_sql(
             view, str(raw), [(c.name, c.dtype) for c in columns], upstream_log.unique_key, normalize))
-        self._source_tables[threading.get_ident()].append(f"view {view}")
+        self._run_state().landed.append(f"view {view}")
         sources[upstream_id] = plan.position(end)
-        self._pending_sources[threading.get_ident()] = source_changes.dump_sources(sources)
+        self._run_state().sources = source_changes.dump_sources(sources)
         logger.info(f"{log.model}: reading {upstream_log.model} "
                     + ("as of its snapshot " if plan.hybrid else f"changes after snapshot {plan.from_snapshot} up to ")
                     + str(plan.to_snapshot))
@@ -494,18 +500,6 @@ class LogstoreAdapter(SparkAdapter):
             for p, a, b in plan.ranges)
         for statement in source_changes.insert_batches_sql(raw, rows):
             self.execute(statement)
-
-    @property
-    def _pending_sources(self) -> Dict[int, str]:
-        if not hasattr(self, "_logstore_sources"):
-            self._logstore_sources: Dict[int, str] = {}
-        return self._logstore_sources
-
-    @property
-    def _source_tables(self) -> Dict[int, List[str]]:
-        if not hasattr(self, "_logstore_source_tables"):
-            self._logstore_source_tables: Dict[int, List[str]] = {}
-        return self._logstore_source_tables
 
     @available.parse_none
     def logstore_has_op_column(self, relation: Any) -> bool:

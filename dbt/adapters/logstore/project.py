@@ -131,12 +131,10 @@ class DbtProject:
         props = self.table_properties(model.relation)
         if props is None:
             raise ReaderError(f"Model '{model.name}': table {model.relation} does not exist yet.")
-        if props.get(commit_protocol.COMMITTED) != props.get(commit_protocol.MIRRORED):
-            raise ReaderError(
-                f"Model '{model.name}': table {model.relation} holds change set "
-                f"{props.get(commit_protocol.COMMITTED)}, which is not in the log yet; run the "
-                f"model or dbt run-operation logstore_recover --args '{{model: {model.name}}}'.")
-        snapshot = int(props.get(commit_protocol.SNAPSHOT_ID) or 0)
+        try:
+            snapshot = commit_protocol.logged_snapshot(props, model.name)
+        except commit_protocol.UnloggedCommit as exc:
+            raise ReaderError(f"Model {exc}") from None
         columns = [c.name for c in self.adapter.get_columns_in_relation(
             self.adapter.Relation.create(schema=model.relation.split(".")[0],
                                          identifier=model.relation.split(".")[1]))]
