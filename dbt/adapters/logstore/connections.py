@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Dict
 
 from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod
@@ -36,3 +37,6 @@ class LogstoreConnectionManager(SparkConnectionManager):
             for key, value in session_defaults(creds.session_dir).items():
                 creds.server_side_parameters.setdefault(key, value)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            # Spark's Python workers (parallel mirror) run this interpreter, so they find the
+            # adapter and its Kafka client; Spark's default is whatever python3 is on PATH.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -173,12 +173,15 @@ class KafkaLogSystem(LogSystem):
             if log.transactional:
                 # Fence the crashed writer first: its open transaction is aborted, so it can
                 # neither commit later nor hold back read_committed readers of the control topic.
-                fence = KafkaProducer(transactional_id=f"dbt-logstore.{table_id}",
-                                      **client_config(log, PRODUCER_DEFAULTS))
-                try:
-                    fence.init_transactions()
-                finally:
-                    fence.close()
+                # The writers of a parallel mirror (Spark tasks) are fenced too.
+                for writer_id in [table_id] + [f"{table_id}.task-{i}" for i in range(log.parallelism)
+                                               if log.parallelism > 1]:
+                    fence = KafkaProducer(transactional_id=f"dbt-logstore.{writer_id}",
+                                          **client_config(log, PRODUCER_DEFAULTS))
+                    try:
+                        fence.init_transactions()
+                    finally:
+                        fence.close()
             consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
                                      isolation_level="read_committed", **config)
         except KafkaError as exc:
@@ -265,7 +268,7 @@ class KafkaLogWriter(LogWriter):
         future.add_errback(self._on_error)
         self._result.records += 1
 
-    def commit(self, confirmation: Callable[[WriteResult], Tuple[bytes, bytes]]) -> WriteResult:
+    def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         from kafka.errors import KafkaError
 
         # On failure the caller calls abort(), which also releases the producer.
@@ -273,10 +276,11 @@ class KafkaLogWriter(LogWriter):
             self._producer.flush()
             if self._error is not None:
                 raise self._failure(self._error)
-            key, value = confirmation(self._result)  # offsets are known once all are acked
-            self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
-                                partition=0).get(timeout=30)
-            faults.maybe_crash("before_log_commit")
+            if confirmation is not None:  # offsets are known once all are acked
+                key, value = confirmation(self._result)
+                self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
+                                    partition=0).get(timeout=30)
+                faults.maybe_crash("before_log_commit")
             if self._log.transactional:
                 self._producer.commit_transaction()
         except KafkaError as exc:

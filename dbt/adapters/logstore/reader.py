@@ -66,16 +66,28 @@ def _records(bootstrap_servers: str, topic: str, idle_seconds: float, timeout_se
         consumer.close()
 
 
+Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
+
+
+def confirmed_ranges(confirmation: Dict[str, Any]) -> Dict[Writer, Dict[int, Tuple[int, int]]]:
+    """What one control record confirms: per writer of the attempt, {partition: (first, last)}.
+    A parallel attempt lists its writers (Spark task attempts); a record of it is delivered only
+    within its own writer's range, so the records of a retried task are not delivered twice."""
+    attempt = confirmation["attempt"]
+    if "writers" in confirmation:
+        return {(attempt, name): {int(p): (a, b) for p, (a, b) in ranges.items()}
+                for name, ranges in confirmation["writers"].items()}
+    return {(attempt, None): {int(p): (a, b) for p, (a, b) in confirmation["offsets"].items()}}
+
+
 def confirmed_attempts(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
-                       **client_config: Any) -> Dict[str, Dict[int, Tuple[int, int]]]:
-    """attempt id -> {partition: (first, last)} from the topic's control records."""
+                       **client_config: Any) -> Dict[Writer, Dict[int, Tuple[int, int]]]:
+    """(attempt id, writer) -> {partition: (first, last)} from the topic's control records."""
     from dbt.adapters.logstore.log_config import control_topic_for
 
-    attempts: Dict[str, Dict[int, Tuple[int, int]]] = {}
+    attempts: Dict[Writer, Dict[int, Tuple[int, int]]] = {}
     for msg in _records(bootstrap_servers, control_topic_for(topic), idle_seconds, 60.0, client_config):
-        confirmation = json.loads(msg.value)
-        attempts[confirmation["attempt"]] = {
-            int(p): (first, last) for p, (first, last) in confirmation["offsets"].items()}
+        attempts.update(confirmed_ranges(json.loads(msg.value)))
     return attempts
 
 
@@ -88,7 +100,8 @@ def read_changelog(
     attempts = confirmed_attempts(bootstrap_servers, topic, **client_config)
     for msg in _records(bootstrap_servers, topic, idle_seconds, timeout_seconds, client_config):
         headers = {k: v.decode() for k, v in (msg.headers or [])}
-        first, last = attempts.get(headers.get("logstore.attempt", ""), {}).get(msg.partition, (1, 0))
+        writer = (headers.get("logstore.attempt", ""), headers.get("logstore.writer"))
+        first, last = attempts.get(writer, {}).get(msg.partition, (1, 0))
         if not first <= msg.offset <= last:
             continue  # an attempt that was never confirmed (failed, aborted or retried)
         value = decode_json(msg.value)
