@@ -156,7 +156,8 @@ def _dbt(project: Path, variables: Dict[str, Any], select: Optional[str] = None)
         args += ["--select", select]
     result = dbtRunner().invoke(args)
     if not result.success:
-        raise SystemExit(f"dbt run failed: {result.exception or result.result}")
+        messages = [r.message for r in getattr(result.result, "results", None) or [] if r.message]
+        raise SystemExit(f"dbt run failed: {result.exception or '; '.join(messages)}")
     node = result.result.results[0]
     return {"seconds": node.execution_time, **dict(node.adapter_response)}
 

@@ -81,6 +81,7 @@ class LogstoreAdapter(SparkAdapter):
             ref, raw,
             profile_bootstrap_servers=getattr(creds, "kafka_bootstrap_servers", None),
             profile_properties=getattr(creds, "kafka_properties", None),
+            profile_client=getattr(creds, "kafka_client", None),
         )
 
     @available

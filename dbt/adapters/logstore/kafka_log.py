@@ -38,6 +38,8 @@ def client_config(log: LogConfig, defaults: Mapping[str, Any]) -> Dict[str, Any]
     config: Dict[str, Any] = {k: v for k, v in defaults.items() if k in known}
     for raw_key, raw_value in log.client_properties.items():
         key = str(raw_key).replace(".", "_").replace("-", "_")
+        if key not in known and log.client == "confluent":
+            continue  # a librdkafka setting for the confluent writer; admin and reader skip it
         if key not in known:
             raise LogConfigError(
                 f"Model '{log.model}': Kafka client property '{raw_key}' (profile "
@@ -213,6 +215,8 @@ class KafkaLogSystem(LogSystem):
         return found
 
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
+        if log.client == "confluent":
+            return ConfluentLogWriter(log, writer_id)
         return KafkaLogWriter(log, writer_id)
 
 
@@ -302,6 +306,161 @@ class KafkaLogWriter(LogWriter):
         return DbtRuntimeError(
             f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
             f"{where}: {type(exc).__name__}: {exc}"
+        )
+
+
+# --- the confluent-kafka writer (kafka_client: confluent) --------------------------------------
+
+# librdkafka settings for a commit written in one burst; the user's properties win.
+CONFLUENT_DEFAULTS: Dict[str, Any] = {
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.size": 1024 * 1024,
+    "batch.num.messages": 100000,
+    "queue.buffering.max.kbytes": 256 * 1024,
+    "request.timeout.ms": 30000,
+    "message.timeout.ms": 120000,
+    "transaction.timeout.ms": 60000,  # below the broker's maximum (Paimon #754)
+    "socket.connection.setup.timeout.ms": 10000,
+    # Java's partitioner (murmur2 of the key bytes), so both clients place a key alike.
+    "partitioner": "murmur2_random",
+    "log.connection.close": False,
+}
+# Client properties in kafka-python's names that librdkafka spells differently.
+CONFLUENT_NAMES = {
+    "sasl.plain.username": "sasl.username",
+    "sasl.plain.password": "sasl.password",
+    "ssl.cafile": "ssl.ca.location",
+    "ssl.certfile": "ssl.certificate.location",
+    "ssl.keyfile": "ssl.key.location",
+    "ssl.password": "ssl.key.password",
+    "max.request.size": "message.max.bytes",
+}
+
+
+def confluent_config(log: LogConfig) -> Dict[str, Any]:
+    """librdkafka settings from the profile's and model's Java-style client properties."""
+    config: Dict[str, Any] = dict(CONFLUENT_DEFAULTS)
+    for raw_key, value in log.client_properties.items():
+        key = str(raw_key).replace("_", ".")
+        config[CONFLUENT_NAMES.get(key, key)] = value
+    config["bootstrap.servers"] = ",".join(
+        s.strip() for s in str(log.bootstrap_servers).split(",") if s.strip())
+    config["client.id"] = "dbt-logstore"
+    return config
+
+
+class ConfluentLogWriter(LogWriter):
+    """The same writer on confluent-kafka (librdkafka, in C): one producer per commit, the
+    table's transactional id for transactional logs, Java's partitioner for keyed records and
+    the row-image hash for keyless ones, offsets from the delivery reports."""
+
+    POLL_EVERY = 1000  # serve delivery reports while sending
+
+    def __init__(self, log: LogConfig, writer_id: str) -> None:
+        try:
+            from confluent_kafka import KafkaException, Producer
+        except ImportError as exc:
+            raise LogConfigError(
+                f"Model '{log.model}': profile field 'kafka_client' = 'confluent' needs the "
+                f"confluent-kafka package: pip install 'dbt-logstore[confluent]'.") from exc
+        self._log = log
+        config = confluent_config(log)
+        config["enable.idempotence"] = True
+        if log.transactional:
+            config["transactional.id"] = f"dbt-logstore.{writer_id}"
+        try:
+            self._producer = Producer(config)
+        except KafkaException as exc:
+            raise LogConfigError(
+                f"Model '{log.model}': the Kafka client properties are not accepted by "
+                f"confluent-kafka (kafka_client: confluent): {exc.args[0].str()}. Allowed: "
+                f"librdkafka's configuration properties.") from exc
+        try:
+            if log.transactional:
+                self._producer.init_transactions(30)
+                self._producer.begin_transaction()
+            metadata = self._producer.list_topics(str(log.topic), timeout=10)
+        except KafkaException as exc:
+            raise _unreachable(log, exc) from exc
+        topic = metadata.topics.get(str(log.topic))
+        self._partitions = sorted(topic.partitions) if topic and topic.partitions else [0]
+        self._result = WriteResult(topic=str(log.topic))
+        self._error: Optional[BaseException] = None
+        self._unsent = 0
+        self._topic = str(log.topic)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            from confluent_kafka import KafkaException
+
+            self._error = self._error or KafkaException(err)
+        elif msg.topic() == self._topic:
+            self._result.acknowledge(msg.partition(), msg.offset())
+
+    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
+             headers: Sequence[Tuple[str, bytes]] = ()) -> None:
+        from confluent_kafka import KafkaException
+
+        if self._error is not None:
+            raise self._failure(self._error)
+        kwargs: Dict[str, Any] = {"value": value, "key": key, "headers": list(headers),
+                                  "on_delivery": self._delivered}
+        if key is None:
+            kwargs["partition"] = partition_for(route, self._partitions)
+        while True:
+            try:
+                self._producer.produce(self._topic, **kwargs)
+                break
+            except BufferError:  # the local queue is full: let it drain
+                self._producer.poll(0.05)
+            except KafkaException as exc:
+                raise self._failure(exc, key) from exc
+        self._result.records += 1
+        self._unsent += 1
+        if self._unsent >= self.POLL_EVERY:
+            self._unsent = 0
+            self._producer.poll(0)
+
+    def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
+        from confluent_kafka import KafkaException
+
+        try:
+            self._flush()
+            if confirmation is not None:
+                key, value = confirmation(self._result)
+                self._producer.produce(control_topic_for(self._topic), key=key, value=value,
+                                       partition=0, on_delivery=self._delivered)
+                self._flush()
+                faults.maybe_crash("before_log_commit")
+            if self._log.transactional:
+                self._producer.commit_transaction(30)
+        except KafkaException as exc:
+            raise self._failure(exc) from exc
+        return self._result
+
+    def _flush(self) -> None:
+        left = self._producer.flush(float(CONFLUENT_DEFAULTS["message.timeout.ms"]) / 1000)
+        if self._error is not None:
+            raise self._failure(self._error)
+        if left:
+            raise self._failure(TimeoutError(f"{left} records were not acknowledged in time"))
+
+    def abort(self) -> None:
+        try:
+            if self._log.transactional:
+                self._producer.abort_transaction(5)
+            else:
+                self._producer.purge()
+        except Exception:  # the broker may be gone: the transaction times out on its own
+            pass
+
+    def _failure(self, exc: BaseException, key: Optional[bytes] = None) -> DbtRuntimeError:
+        where = f" (record key {key.decode(errors='replace')})" if key is not None else ""
+        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        return DbtRuntimeError(
+            f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
+            f"{where}: {type(exc).__name__}: {detail}"
         )
 
 

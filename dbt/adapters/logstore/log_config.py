@@ -21,6 +21,7 @@ CHANGELOG_MODES = ("auto", "all", "upsert")
 FORMATS = ("debezium-json", "json")
 KEY_FORMATS = ("json",)
 EMIT_MODES = ("file,log",)
+KAFKA_CLIENTS = ("kafka-python", "confluent")
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental")
 LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge")
 
@@ -108,6 +109,8 @@ class LogConfig:
     unique_key: Tuple[str, ...] = ()
     # Spark tasks writing a change set, each with its own producer (1: the driver writes it).
     parallelism: int = 1
+    # The Kafka client library that writes the records (profile field kafka_client).
+    client: str = "kafka-python"
     topic_config: Mapping[str, str] = field(default_factory=dict, hash=False)
     # Kafka client properties (profile, then model); may hold secrets, so never printed.
     client_properties: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -208,6 +211,16 @@ def _parallelism(model: str, raw: Mapping[str, Any]) -> int:
     return number
 
 
+def _client(model: str, value: Optional[str]) -> str:
+    client = str(value or "kafka-python").strip().lower()
+    if client not in KAFKA_CLIENTS:
+        raise LogConfigError(
+            f"Model '{model}': invalid value {value!r} for profile field 'kafka_client'. "
+            f"Allowed: {', '.join(KAFKA_CLIENTS)} (confluent needs pip install "
+            f"'dbt-logstore[confluent]').")
+    return client
+
+
 def _unique_key(model: str, value: Any) -> Tuple[str, ...]:
     if value is None:
         return ()
@@ -276,6 +289,7 @@ def resolve_log_config(
     raw: Mapping[str, Any],
     profile_bootstrap_servers: Optional[str] = None,
     profile_properties: Optional[Mapping[str, str]] = None,
+    profile_client: Optional[str] = None,
 ) -> LogConfig:
     """Resolve and validate the log options of one model from its raw config dict."""
     model = ref.name
@@ -366,6 +380,7 @@ def resolve_log_config(
                                   _lookup(model, raw, "log.system.replication")),
         unique_key=unique_key,
         parallelism=_parallelism(model, raw),
+        client=_client(model, profile_client),
         topic_config=topic_config,
         client_properties=client,
     )
