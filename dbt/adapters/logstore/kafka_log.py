@@ -319,7 +319,7 @@ CONFLUENT_DEFAULTS: Dict[str, Any] = {
     "batch.num.messages": 100000,
     "queue.buffering.max.kbytes": 256 * 1024,
     "request.timeout.ms": 30000,
-    "message.timeout.ms": 120000,
+    "message.timeout.ms": 60000,  # at most transaction.timeout.ms (librdkafka insists)
     "transaction.timeout.ms": 60000,  # below the broker's maximum (Paimon #754)
     "socket.connection.setup.timeout.ms": 10000,
     # Java's partitioner (murmur2 of the key bytes), so both clients place a key alike.
