@@ -170,7 +170,30 @@ def child_mirror(spec: Dict[str, Any]) -> Dict[str, Any]:
     if spec.get("profile"):
         profile_mirror(Path(spec["profile"]) / f"{spec['name']}.txt")
     run = _dbt(project, variables, select="bench_table")
-    return {"records": run["rows_mirrored"], "seconds": run["log_seconds"], "run_seconds": run["seconds"]}
+    out = {"records": run["rows_mirrored"], "seconds": run["log_seconds"], "run_seconds": run["seconds"]}
+    if spec.get("fetch"):
+        out["fetch_rate"] = fetch_rate()
+    return out
+
+
+def fetch_rate() -> float:
+    """Rows per second the driver reads of a change set like the mirror's (all inserts of the
+    table just built) through the same row source, without sending them anywhere."""
+    from pyspark.sql import SparkSession
+
+    from dbt.adapters.logstore import changes
+    from dbt.adapters.logstore.row_source import iter_query_rows
+    from dbt.adapters.spark.session import SessionConnectionWrapper
+
+    spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+    columns = [f.name for f in spark.table("bench.bench_table").schema.fields]
+    spark.sql("create table bench.fetch_probe using parquet as "
+              + changes.inserts_sql(changes.ChangeInput("bench.bench_table", columns), ("id",)))
+    handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is used
+    started, count = time.perf_counter(), 0
+    for _ in iter_query_rows(handle, "select * from bench.fetch_probe"):
+        count += 1
+    return count / (time.perf_counter() - started)
 
 
 def profile_mirror(out: Path) -> None:
@@ -326,9 +349,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                 tag = "" if client == "kafka-python" else f" [{client}]"
                 raw = measure(f"raw {rows}{tag}", "raw", rows, client)
                 rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-"])
-                configs = [("transactional, 1 writer", {"consistency": "transactional"}),
+                configs = [("transactional, 1 writer", {"consistency": "transactional",
+                                                        "fetch": client == "kafka-python"}),
                            ("eventual, 1 writer", {"consistency": "eventual"})]
-                if client == "kafka-python":
+                if args.parallelism > 1:
                     configs.append((f"transactional, {args.parallelism} tasks",
                                     {"parallelism": args.parallelism, "partitions": partitions}))
                 for label, extra in configs:
@@ -351,6 +375,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     for row in rows_out:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     print()
+    for rows in sizes:
+        fetched = results.get(f"mirror {rows} transactional, 1 writer", {}).get("fetch_rate")
+        if fetched:
+            print(f"Spark -> driver rows alone (toLocalIterator, no Kafka), {rows:,} rows: {fetched:,.0f} rows/s")
     if rebuild.get("skipped"):
         return 0
     print(f"keyed rebuild of {biggest:,} rows, 1% changed: {rebuild['records']:,} records emitted; "
