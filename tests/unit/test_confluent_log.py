@@ -80,12 +80,12 @@ class FakeProducer:
         meta = type("T", (), {"partitions": dict(self.partitions)})()
         return type("M", (), {"topics": {topic: meta}})()
 
-    def produce(self, topic, value=None, key=None, partition=None, headers=None, on_delivery=None):
+    def produce(self, topic, value=None, key=None, partition=-1, headers=None, on_delivery=None):
         if self.full:
             self.full -= 1
             raise BufferError("queue full")
         self.calls.append(f"produce {topic}")
-        p = 0 if partition is None else partition
+        p = 0 if partition == -1 else partition
         offset = self.offsets.get((topic, p), 0)
         self.offsets[(topic, p)] = offset + 1
         self.produced.append((topic, key, value, partition, headers))
@@ -143,7 +143,7 @@ def test_transactional_writer_commits_records_and_confirmation_in_one_transactio
     topics = [p[0] for p in producer.produced]
     assert topics == ["analytics.orders", "analytics.orders", CONTROL]
     # keyless records are placed by the row image's hash, keyed ones by the client (murmur2)
-    assert producer.produced[0][3] is None
+    assert producer.produced[0][3] == -1  # librdkafka's partitioner
     assert producer.produced[1][3] == partition_for(b'{"k":1}', [0, 1, 2])
     assert producer.produced[0][4] == [("logstore.attempt", b"a1")]
     assert producer.produced[2][3] == 0  # the control record: partition 0

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -244,6 +244,13 @@ class KafkaLogWriter(LogWriter):
         self._partitions = sorted(partitions or [0])
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
+        # The per-record path is the mirror's hot loop: everything it needs is looked up once.
+        self._topic = str(log.topic)
+        self._KafkaError = KafkaError
+        self._send, self._on_success_cb, self._on_error_cb = (
+            self._producer.send, self._on_success, self._on_error)
+        self._headers_of: Any = None  # the headers tuple last sent (one per attempt) ...
+        self._headers: "list[Tuple[str, bytes]]" = []  # ... as the list kafka-python takes
 
     def _on_success(self, metadata: Any) -> None:
         self._result.acknowledge(metadata.partition, metadata.offset)
@@ -253,10 +260,10 @@ class KafkaLogWriter(LogWriter):
 
     def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
              headers: Sequence[Tuple[str, bytes]] = ()) -> None:
-        from kafka.errors import KafkaError
-
         if self._error is not None:
             raise self._failure(self._error)
+        if headers is not self._headers_of:
+            self._headers_of, self._headers = headers, list(headers)
         # Keyed records use Kafka's default partitioner on the key bytes (murmur2, as every
         # other producer); keyless records are placed by the same hash of the row image, so
         # the insert and a later delete of equal rows stay in order.
@@ -264,12 +271,12 @@ class KafkaLogWriter(LogWriter):
         if key is None:
             partition = partition_for(route, self._partitions)
         try:
-            future = self._producer.send(str(self._log.topic), value=value, key=key,
-                                         partition=partition, headers=list(headers))
-        except KafkaError as exc:
+            future = self._send(self._topic, value=value, key=key, partition=partition,
+                                headers=self._headers)
+        except self._KafkaError as exc:
             raise self._failure(exc, key) from exc
-        future.add_callback(self._on_success)
-        future.add_errback(self._on_error)
+        future.add_callback(self._on_success_cb)
+        future.add_errback(self._on_error_cb)
         self._result.records += 1
 
     def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
@@ -389,48 +396,64 @@ class ConfluentLogWriter(LogWriter):
         self._error: Optional[BaseException] = None
         self._unsent = 0
         self._topic = str(log.topic)
+        # The per-record path is the mirror's hot loop: everything it needs is looked up once.
+        self._KafkaException = KafkaException
+        self._produce, self._poll = self._producer.produce, self._producer.poll
+        self._on_delivery = self._delivered
+        self._ranges: Dict[int, List[int]] = {}  # partition -> [first, last] acknowledged offset
+        self._headers_of: Any = None  # the headers tuple last sent (one per attempt) ...
+        self._headers: List[Tuple[str, bytes]] = []  # ... as the list librdkafka takes
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
-            from confluent_kafka import KafkaException
+            self._error = self._error or self._KafkaException(err)
+            return
+        partition, offset = msg.partition(), msg.offset()
+        bounds = self._ranges.get(partition)
+        if bounds is None:
+            self._ranges[partition] = [offset, offset]
+        elif offset > bounds[1]:
+            bounds[1] = offset
+        elif offset < bounds[0]:
+            bounds[0] = offset
 
-            self._error = self._error or KafkaException(err)
-        elif msg.topic() == self._topic:
-            self._result.acknowledge(msg.partition(), msg.offset())
+    def _control_delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = self._error or self._KafkaException(err)
 
     def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
              headers: Sequence[Tuple[str, bytes]] = ()) -> None:
-        from confluent_kafka import KafkaException
-
         if self._error is not None:
             raise self._failure(self._error)
-        kwargs: Dict[str, Any] = {"value": value, "key": key, "headers": list(headers),
-                                  "on_delivery": self._delivered}
-        if key is None:
-            kwargs["partition"] = partition_for(route, self._partitions)
+        if headers is not self._headers_of:
+            self._headers_of, self._headers = headers, list(headers)
+        # -1: librdkafka's partitioner (murmur2 of the key); keyless records by the row image
+        partition = -1 if key is not None else partition_for(route, self._partitions)
         while True:
             try:
-                self._producer.produce(self._topic, **kwargs)
+                self._produce(self._topic, value, key, partition=partition,
+                              on_delivery=self._on_delivery, headers=self._headers)
                 break
             except BufferError:  # the local queue is full: let it drain
-                self._producer.poll(0.05)
-            except KafkaException as exc:
+                self._poll(0.05)
+            except self._KafkaException as exc:
                 raise self._failure(exc, key) from exc
         self._result.records += 1
         self._unsent += 1
         if self._unsent >= self.POLL_EVERY:
             self._unsent = 0
-            self._producer.poll(0)
+            self._poll(0)
 
     def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         from confluent_kafka import KafkaException
 
         try:
             self._flush()
+            self._result.offsets = {p: (first, last + 1) for p, (first, last) in self._ranges.items()}
             if confirmation is not None:
                 key, value = confirmation(self._result)
                 self._producer.produce(control_topic_for(self._topic), key=key, value=value,
-                                       partition=0, on_delivery=self._delivered)
+                                       partition=0, on_delivery=self._control_delivered)
                 self._flush()
                 faults.maybe_crash("before_log_commit")
             if self._log.transactional:
