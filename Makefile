@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit functional install clean
+.PHONY: demo test unit functional install bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,16 @@ unit: $(STAMP)
 
 functional: $(STAMP)
 	$(BIN)/python -m pytest tests/functional -q
+
+# The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of
+# throughput, ratios to the raw producer and peak memory. BENCH_ARGS=--quick for a short run.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,broker,bench,confluent]' --config-settings editable_mode=compat
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/mirror.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) sample_project/target sample_project/logs

@@ -199,15 +199,23 @@ def replay_confirmed(bootstrap_servers: str, topic: str, types: Dict[str, str], 
 
 def confirmed(bootstrap_servers: str, topic: str, messages: List[Message]) -> List[Message]:
     """The records a consumer delivers by docs/log-format.md: those of write attempts that a
-    record in the control topic confirms, within the offsets it states."""
+    record in the control topic confirms, within the offsets it states (for a parallel attempt,
+    within the offsets of the record's own writer)."""
     ranges = {}
     for m in read_topic(bootstrap_servers, topic + "__logstore_commits"):
         c = json.loads(m.value)
-        ranges[c["attempt"]] = {int(p): (a, b) for p, (a, b) in c["offsets"].items()}
-    return [m for m in messages
-            if m.header("logstore.attempt") in ranges
-            and ranges[m.header("logstore.attempt")].get(m.partition, (1, 0))[0] <= m.offset
-            <= ranges[m.header("logstore.attempt")].get(m.partition, (1, 0))[1]]
+        if "writers" in c:
+            for writer, offsets in c["writers"].items():
+                ranges[(c["attempt"], writer)] = {int(p): (a, b) for p, (a, b) in offsets.items()}
+        else:
+            ranges[(c["attempt"], None)] = {int(p): (a, b) for p, (a, b) in c["offsets"].items()}
+
+    def delivered(m: Message) -> bool:
+        first, last = ranges.get((m.header("logstore.attempt"), m.header("logstore.writer")),
+                                 {}).get(m.partition, (1, 0))
+        return first <= m.offset <= last
+
+    return [m for m in messages if delivered(m)]
 
 
 def assert_contract(bootstrap_servers: str, topic: str, relation: str,

@@ -38,30 +38,48 @@ select 1 as id, repeat('x', {{ var('size', 10) }}) as payload
 class FaultProject:
     root: Path
     schema: str
-    server: ThriftServer
+    server: Optional[ThriftServer]  # None: the session method, with its own metastore in root
+
+    @property
+    def _warehouse(self) -> Path:
+        return self.root / "spark" / "warehouse" / f"{self.schema}.db"
 
     def rows(self, table: str) -> Tuple[Dict[str, str], Counter]:
-        """A table's column types and canonical rows, read over thrift."""
+        """A table's column types and canonical rows, read over thrift (or, for the session
+        method, whose Derby metastore the subprocesses hold, from the table's files)."""
+        if self.server is None:
+            from tests.functional.contract import canonical, spark
+
+            df = spark().read.parquet(str(self._warehouse / table))
+            types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+            return types, Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
         types, rows = self.server.table(f"{self.schema}.{table}")
         return types, rows_state(types, rows)
 
     def tables(self) -> set:
+        if self.server is None:
+            return {p.name for p in self._warehouse.iterdir() if p.is_dir()}
         return {row[1] for row in self.server.query(f"show tables in {self.schema}")}
 
 
-def write_project(root: Path, schema: str, bootstrap_servers: str, server: ThriftServer,
-                  kafka_properties: Optional[Dict[str, str]] = None) -> None:
+def write_project(root: Path, schema: str, bootstrap_servers: str, server: Optional[ThriftServer],
+                  kafka_properties: Optional[Dict[str, str]] = None,
+                  models: Optional[Dict[str, str]] = None) -> None:
     (root / "models").mkdir(exist_ok=True)
-    (root / "models" / "flaky.sql").write_text(MODEL)
-    (root / "models" / "big.sql").write_text(BIG)
-    (root / "models" / "appended.sql").write_text(APPENDED)
+    for name, sql in (models or {"flaky": MODEL, "big": BIG, "appended": APPENDED}).items():
+        (root / "models" / f"{name}.sql").write_text(sql)
     (root / "dbt_project.yml").write_text(yaml.safe_dump(
         {"name": "faults", "version": "1.0", "profile": "faults", "config-version": 2}))
+    if server is None:  # the session method: a Spark JVM in every dbt process
+        method = {"method": "session", "session_dir": str(root / "spark"),
+                  "server_side_parameters": {"spark.sql.shuffle.partitions": "2",
+                                             "spark.sql.session.timeZone": "UTC"}}
+    else:
+        method = {"method": "thrift", "host": server.host, "port": server.port,
+                  "connect_retries": 3, "connect_timeout": 5, "poll_interval": 1}
     (root / "profiles.yml").write_text(yaml.safe_dump({"faults": {"target": "dev", "outputs": {"dev": {
-        "type": "logstore", "method": "thrift", "host": server.host, "port": server.port,
-        "schema": schema, "threads": 1, "kafka_bootstrap_servers": bootstrap_servers,
-        "connect_retries": 3, "connect_timeout": 5, "poll_interval": 1,
-        "kafka_properties": kafka_properties or {}}}}}))
+        "type": "logstore", **method, "schema": schema, "threads": 1,
+        "kafka_bootstrap_servers": bootstrap_servers, "kafka_properties": kafka_properties or {}}}}}))
 
 
 @pytest.fixture(scope="module")

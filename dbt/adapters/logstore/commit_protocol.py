@@ -31,9 +31,9 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
-from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, key_bytes
+from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
-from dbt.adapters.logstore.log_system import WriteResult, get_log_system
+from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
 
 CHANGESET_ID = "logstore.changeset.id"
 COMMITTED = "logstore.changeset.committed"
@@ -54,6 +54,8 @@ CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PART
 # Record headers: every record names its table, snapshot, change set and write attempt.
 H_TABLE, H_SNAPSHOT, H_CHANGESET, H_ATTEMPT = (
     "logstore.table", "logstore.snapshot", "logstore.changeset", "logstore.attempt")
+# Records of a parallel attempt also name their writer (a Spark task attempt).
+H_WRITER = "logstore.writer"
 
 PROGRESS_EVERY = 100_000
 
@@ -165,18 +167,72 @@ class Snapshot:
 
 
 def confirmation_record(log: LogConfig, table: TableRef, snapshot_id: int, changeset: str,
-                        attempt: str, previous: Snapshot, result: WriteResult) -> Tuple[bytes, bytes]:
-    """The control-topic record confirming one committed write attempt (see docs/log-format.md)."""
+                        attempt: str, previous: Snapshot, result: WriteResult,
+                        writers: Optional[Mapping[str, WriteResult]] = None) -> Tuple[bytes, bytes]:
+    """The control-topic record confirming one committed write attempt (see docs/log-format.md).
+    `writers`: for a parallel attempt, what each writer (Spark task attempt) wrote."""
     end_offsets = dict(previous.end_offsets)
     end_offsets.update({p: nxt for p, (_, nxt) in result.offsets.items()})
-    value = {
+    value: Dict[str, Any] = {
         "table": table.writer_id, "topic": log.topic, "snapshot": snapshot_id,
         "changeset": changeset, "attempt": attempt, "records": result.records,
-        "offsets": {str(p): [a, b - 1] for p, (a, b) in sorted(result.offsets.items())},
+        "offsets": _ranges(result),
         "end_offsets": {str(p): o for p, o in sorted(end_offsets.items())},
         "ts_ms": int(time.time() * 1000),
     }
+    if writers is not None:
+        value["writers"] = {name: _ranges(w) for name, w in sorted(writers.items())}
     return table.writer_id.encode(), json.dumps(value, separators=(",", ":")).encode()
+
+
+def _ranges(result: WriteResult) -> Dict[str, list]:
+    """Per partition, the inclusive [first, last] offsets a write acknowledged."""
+    return {str(p): [a, b - 1] for p, (a, b) in sorted(result.offsets.items())}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt to write a change set: everything a writer of it needs (the driver, or each
+    Spark task of a parallel attempt, which receives it pickled)."""
+
+    log: LogConfig
+    table: TableRef
+    snapshot_id: int
+    changeset: str
+    attempt: str
+    ts_ms: int
+
+    @classmethod
+    def new(cls, log: LogConfig, table: TableRef, previous: Snapshot, changeset: str) -> "Attempt":
+        return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, int(time.time() * 1000))
+
+    def encoder(self) -> RecordEncoder:
+        return RecordEncoder(
+            EnvelopeWriter(schema=self.table.schema, table=self.table.identifier, ts_ms=self.ts_ms),
+            format=self.log.format, upsert=self.log.upsert,
+        )
+
+    def headers(self, writer: Optional[str] = None) -> Tuple[Tuple[str, bytes], ...]:
+        headers = ((H_TABLE, self.table.writer_id.encode()), (H_SNAPSHOT, str(self.snapshot_id).encode()),
+                   (H_CHANGESET, self.changeset.encode()), (H_ATTEMPT, self.attempt.encode()))
+        if writer is not None:
+            headers += ((H_WRITER, writer.encode()),)
+        return headers
+
+    def send_rows(self, writer: LogWriter, rows: Iterable[ChangeRow], writer_name: Optional[str] = None,
+                  progress: Callable[[int], None] = lambda n: None) -> int:
+        """Queue the records of `rows` on `writer`; returns how many."""
+        encode, send = self.encoder().value, writer.send
+        headers = self.headers(writer_name)
+        count = 0
+        for count, (op, key, before, after) in enumerate(rows, start=1):
+            send(None if key is None else key.encode(), encode(op, before, after),
+                 route=(after if after is not None else before or "").encode(), headers=headers)
+            if count % PROGRESS_EVERY == 0:
+                progress(count)
+            if count == 2:
+                faults.maybe_crash("mid_log_write")
+        return count
 
 
 def write_change_set(
@@ -189,33 +245,83 @@ def write_change_set(
 ) -> Snapshot:
     """Stream one commit's change rows into the log as snapshot `previous.id + 1`, confirmed by
     a control record; all or nothing for transactional logs. Each call is a new attempt."""
-    snapshot_id, attempt = previous.id + 1, uuid.uuid4().hex
+    attempt = Attempt.new(log, table, previous, changeset)
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
-    encoder = RecordEncoder(
-        EnvelopeWriter(schema=table.schema, table=table.identifier, ts_ms=int(time.time() * 1000)),
-        format=log.format, upsert=log.upsert,
-    )
-    headers = ((H_TABLE, table.writer_id.encode()), (H_SNAPSHOT, str(snapshot_id).encode()),
-               (H_CHANGESET, changeset.encode()), (H_ATTEMPT, attempt.encode()))
     confirmation: Dict[str, Any] = {}
 
     def confirm(result: WriteResult) -> Tuple[bytes, bytes]:
-        key, value = confirmation_record(log, table, snapshot_id, changeset, attempt, previous, result)
+        key, value = confirmation_record(log, table, attempt.snapshot_id, changeset,
+                                         attempt.attempt, previous, result)
         confirmation.update(json.loads(value))
         return key, value
 
     try:
-        for count, (op, key, before, after) in enumerate(rows, start=1):
-            writer.send(key_bytes(key), encoder.value(op, before, after),
-                        route=(after if after is not None else before or "").encode(),
-                        headers=headers)
-            if count % PROGRESS_EVERY == 0:
-                progress(count)
-            if count == 2:
-                faults.maybe_crash("mid_log_write")
+        attempt.send_rows(writer, rows, progress=progress)
         writer.commit(confirm)
     except BaseException:
         writer.abort()
+        raise
+    faults.maybe_crash("after_log_commit")
+    return Snapshot.from_confirmation(confirmation)
+
+
+def task_writer_id(table: TableRef, task: int) -> str:
+    """The writer id of task `task` of a parallel mirror: a restarted task of the same index
+    uses the same transactional id, so the broker fences its predecessor."""
+    return f"{table.writer_id}.task-{task}"
+
+
+def write_task_share(attempt: Attempt, task: int, task_attempt: int,
+                     rows: Iterable[ChangeRow]) -> Tuple[str, WriteResult]:
+    """One Spark task's share of a parallel attempt: its rows, written and committed with the
+    task's own producer (its own transaction in transactional mode), without a confirmation.
+    Returns the writer name (recorded in the `logstore.writer` header) and what it wrote."""
+    name = f"task-{task}.{task_attempt}"
+    writer = get_log_system(attempt.log.system).open_writer(
+        attempt.log, task_writer_id(attempt.table, task))
+    try:
+        attempt.send_rows(writer, rows, writer_name=name)
+        result = writer.commit(None)
+    except BaseException:
+        writer.abort()
+        raise
+    return name, result
+
+
+def write_change_set_parallel(
+    log: LogConfig,
+    table: TableRef,
+    run_tasks: Callable[[Attempt], Iterable[Tuple[str, WriteResult]]],
+    previous: Snapshot,
+    changeset: str,
+) -> Snapshot:
+    """A change set written by parallel writers (Spark tasks, `run_tasks`), each committing its
+    share with its own producer; the driver then writes the one confirmation, listing every
+    writer's offsets, in the table's own transaction. Consumers that deliver confirmed records
+    only (docs/log-format.md) get each change once; the tasks' transactions commit separately,
+    so a plain read_committed consumer may see the records of a task that was retried."""
+    attempt = Attempt.new(log, table, previous, changeset)
+    # The table's writer first: it fences a dead driver of an earlier run of this table.
+    coordinator = get_log_system(log.system).open_writer(log, table.writer_id)
+    confirmation: Dict[str, Any] = {}
+    try:
+        writers = dict(run_tasks(attempt))
+        total = WriteResult(topic=str(log.topic))
+        for result in writers.values():
+            total.records += result.records
+            for p, (first, nxt) in result.offsets.items():
+                total.acknowledge(p, first)
+                total.acknowledge(p, nxt - 1)
+
+        def confirm(_: WriteResult) -> Tuple[bytes, bytes]:
+            key, value = confirmation_record(log, table, attempt.snapshot_id, changeset,
+                                             attempt.attempt, previous, total, writers)
+            confirmation.update(json.loads(value))
+            return key, value
+
+        coordinator.commit(confirm)
+    except BaseException:
+        coordinator.abort()
         raise
     faults.maybe_crash("after_log_commit")
     return Snapshot.from_confirmation(confirmation)

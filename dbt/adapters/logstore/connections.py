@@ -37,6 +37,6 @@ class LogstoreConnectionManager(SparkConnectionManager):
             for key, value in session_defaults(creds.session_dir).items():
                 creds.server_side_parameters.setdefault(key, value)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            # Spark's Python workers (reading upstream changes in tasks) run dbt's own
+            # Spark's Python workers (parallel mirror, reading upstream changes) run dbt's own
             # interpreter, which has this package and kafka-python, not the first `python3`.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

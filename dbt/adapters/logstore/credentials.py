@@ -14,6 +14,9 @@ class LogstoreCredentials(SparkCredentials):
     # Kafka client properties (security.protocol, sasl.*, ssl.*). May hold secrets: never
     # listed by `dbt debug`, never stored with a table.
     kafka_properties: Dict[str, str] = field(default_factory=dict)
+    # The Kafka client library: kafka-python (default) or confluent (confluent-kafka, with its
+    # bundled librdkafka: pip install 'dbt-logstore[confluent]').
+    kafka_client: str = "kafka-python"
     # session method: where the local warehouse and Derby metastore live
     # (default: <project>/<target-path>/logstore_spark).
     session_dir: Optional[str] = None

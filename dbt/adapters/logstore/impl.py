@@ -7,6 +7,7 @@ config resolution (`log_config`), change computation (`changes`), the commit pro
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -16,7 +17,9 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import changes, commit_protocol, faults, run_lock, source_changes
+from dbt.adapters.logstore import (
+    changes, commit_protocol, faults, parallel_mirror, run_lock, source_changes,
+)
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import LogConfig, ModelRef, resolve_log_config
 from dbt.adapters.logstore.log_system import get_log_system
@@ -35,6 +38,7 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_snapshot: Optional[int] = None
     log_end_offsets: Optional[Dict[str, int]] = None
     log_attempt: Optional[str] = None
+    log_seconds: Optional[float] = None  # from the table commit to the log commit
 
 
 @dataclass
@@ -90,6 +94,7 @@ class LogstoreAdapter(SparkAdapter):
             ref, raw,
             profile_bootstrap_servers=getattr(creds, "kafka_bootstrap_servers", None),
             profile_properties=getattr(creds, "kafka_properties", None),
+            profile_client=getattr(creds, "kafka_client", None),
         )
 
     @available
@@ -284,6 +289,7 @@ class LogstoreAdapter(SparkAdapter):
         """Write the committed change set to the log as the table's next snapshot (or, when
         recovering, adopt the snapshot an earlier attempt already confirmed)."""
         faults.maybe_crash("after_table_commit")
+        started = time.monotonic()
         table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
         previous = commit_protocol.Snapshot.from_properties(self._table_properties(target_relation))
         if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
@@ -295,14 +301,23 @@ class LogstoreAdapter(SparkAdapter):
                         f"{confirmed['snapshot']}; not writing it again")
             snapshot = commit_protocol.Snapshot.from_confirmation(confirmed)
         else:
-            columns = ", ".join(changes.CHANGE_COLUMNS)
             handle = self.connections.get_thread_connection().handle
-            rows = iter_query_rows(handle, f"select {columns} from {changes_relation}")
+            spark = parallel_mirror.active_spark(handle) if log.parallelism > 1 else None
+            if log.parallelism > 1 and spark is None:
+                logger.info(f"{log.model}: 'log.mirror.parallelism' needs method: session; "
+                            f"streaming the change set through the cursor instead")
             try:
-                snapshot = commit_protocol.write_change_set(
-                    log, table, rows, previous, changeset,
-                    progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
-                )
+                if spark is not None:
+                    snapshot = commit_protocol.write_change_set_parallel(
+                        log, table, parallel_mirror.spark_tasks(spark, str(changes_relation), log.parallelism),
+                        previous, changeset)
+                else:
+                    columns = ", ".join(changes.CHANGE_COLUMNS)
+                    rows = iter_query_rows(handle, f"select {columns} from {changes_relation}")
+                    snapshot = commit_protocol.write_change_set(
+                        log, table, rows, previous, changeset,
+                        progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
+                    )
             except DbtRuntimeError as exc:
                 raise DbtRuntimeError(
                     f"{exc.msg} The table's change is committed and its change set "
@@ -322,6 +337,7 @@ class LogstoreAdapter(SparkAdapter):
             log_snapshot=snapshot.id,
             log_end_offsets={str(p): o for p, o in sorted(snapshot.end_offsets.items())},
             log_attempt=snapshot.attempt,
+            log_seconds=round(time.monotonic() - started, 3),
         )
 
     @available

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -39,6 +39,8 @@ def client_config(log: LogConfig, defaults: Mapping[str, Any]) -> Dict[str, Any]
     config: Dict[str, Any] = {k: v for k, v in defaults.items() if k in known}
     for raw_key, raw_value in log.client_properties.items():
         key = str(raw_key).replace(".", "_").replace("-", "_")
+        if key not in known and log.client == "confluent":
+            continue  # a librdkafka setting for the confluent writer; admin and reader skip it
         if key not in known:
             raise LogConfigError(
                 f"Model '{log.model}': Kafka client property '{raw_key}' (profile "
@@ -205,12 +207,15 @@ class KafkaLogSystem(LogSystem):
             if log.transactional:
                 # Fence the crashed writer first: its open transaction is aborted, so it can
                 # neither commit later nor hold back read_committed readers of the control topic.
-                fence = KafkaProducer(transactional_id=f"dbt-logstore.{table_id}",
-                                      **client_config(log, PRODUCER_DEFAULTS))
-                try:
-                    fence.init_transactions()
-                finally:
-                    fence.close()
+                # The writers of a parallel mirror (Spark tasks) are fenced too.
+                for writer_id in [table_id] + [f"{table_id}.task-{i}" for i in range(log.parallelism)
+                                               if log.parallelism > 1]:
+                    fence = KafkaProducer(transactional_id=f"dbt-logstore.{writer_id}",
+                                          **client_config(log, PRODUCER_DEFAULTS))
+                    try:
+                        fence.init_transactions()
+                    finally:
+                        fence.close()
             consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
                                      isolation_level="read_committed",
                                      bootstrap_servers=client_config(log, ADMIN_DEFAULTS)["bootstrap_servers"],
@@ -244,6 +249,8 @@ class KafkaLogSystem(LogSystem):
         return found
 
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
+        if log.client == "confluent":
+            return ConfluentLogWriter(log, writer_id)
         return KafkaLogWriter(log, writer_id)
 
 
@@ -272,6 +279,13 @@ class KafkaLogWriter(LogWriter):
         self._wait_s = (config.get("delivery_timeout_ms") or 120000) / 1000
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
+        # The per-record path is the mirror's hot loop: everything it needs is looked up once.
+        self._topic = str(log.topic)
+        self._KafkaError = KafkaError
+        self._send, self._on_success_cb, self._on_error_cb = (
+            self._producer.send, self._on_success, self._on_error)
+        self._headers_of: Any = None  # the headers tuple last sent (one per attempt) ...
+        self._headers: "list[Tuple[str, bytes]]" = []  # ... as the list kafka-python takes
 
     def _on_success(self, metadata: Any) -> None:
         self._result.acknowledge(metadata.partition, metadata.offset)
@@ -281,10 +295,10 @@ class KafkaLogWriter(LogWriter):
 
     def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
              headers: Sequence[Tuple[str, bytes]] = ()) -> None:
-        from kafka.errors import KafkaError
-
         if self._error is not None:
             raise self._failure(self._error)
+        if headers is not self._headers_of:
+            self._headers_of, self._headers = headers, list(headers)
         # Keyed records use Kafka's default partitioner on the key bytes (murmur2, as every
         # other producer); keyless records are placed by the same hash of the row image, so
         # the insert and a later delete of equal rows stay in order.
@@ -292,15 +306,15 @@ class KafkaLogWriter(LogWriter):
         if key is None:
             partition = partition_for(route, self._partitions)
         try:
-            future = self._producer.send(str(self._log.topic), value=value, key=key,
-                                         partition=partition, headers=list(headers))
-        except KafkaError as exc:
+            future = self._send(self._topic, value=value, key=key, partition=partition,
+                                headers=self._headers)
+        except self._KafkaError as exc:
             raise self._failure(exc, key) from exc
-        future.add_callback(self._on_success)
-        future.add_errback(self._on_error)
+        future.add_callback(self._on_success_cb)
+        future.add_errback(self._on_error_cb)
         self._result.records += 1
 
-    def commit(self, confirmation: Callable[[WriteResult], Tuple[bytes, bytes]]) -> WriteResult:
+    def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         from kafka.errors import KafkaError
 
         # On failure the caller calls abort(), which also releases the producer. Every wait is
@@ -309,10 +323,11 @@ class KafkaLogWriter(LogWriter):
             self._producer.flush(timeout=self._wait_s)
             if self._error is not None:
                 raise self._failure(self._error)
-            key, value = confirmation(self._result)  # offsets are known once all are acked
-            self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
-                                partition=0).get(timeout=self._wait_s)
-            faults.maybe_crash("before_log_commit")
+            if confirmation is not None:  # offsets are known once all are acked
+                key, value = confirmation(self._result)
+                self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
+                                    partition=0).get(timeout=self._wait_s)
+                faults.maybe_crash("before_log_commit")
             if self._log.transactional:
                 _bounded(self._producer.commit_transaction, self._wait_s)
         except KafkaError as exc:
@@ -334,6 +349,177 @@ class KafkaLogWriter(LogWriter):
         return DbtRuntimeError(
             f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
             f"{where}: {type(exc).__name__}: {exc}"
+        )
+
+
+# --- the confluent-kafka writer (kafka_client: confluent) --------------------------------------
+
+# librdkafka settings for a commit written in one burst; the user's properties win.
+CONFLUENT_DEFAULTS: Dict[str, Any] = {
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.size": 1024 * 1024,
+    "batch.num.messages": 100000,
+    "queue.buffering.max.kbytes": 256 * 1024,
+    "request.timeout.ms": 30000,
+    "message.timeout.ms": 60000,  # at most transaction.timeout.ms (librdkafka insists)
+    "transaction.timeout.ms": 60000,  # below the broker's maximum (Paimon #754)
+    "socket.connection.setup.timeout.ms": 10000,
+    # Java's partitioner (murmur2 of the key bytes), so both clients place a key alike.
+    "partitioner": "murmur2_random",
+    "log.connection.close": False,
+}
+# Client properties in kafka-python's names that librdkafka spells differently.
+CONFLUENT_NAMES = {
+    "sasl.plain.username": "sasl.username",
+    "sasl.plain.password": "sasl.password",
+    "ssl.cafile": "ssl.ca.location",
+    "ssl.certfile": "ssl.certificate.location",
+    "ssl.keyfile": "ssl.key.location",
+    "ssl.password": "ssl.key.password",
+    "max.request.size": "message.max.bytes",
+}
+
+
+def confluent_config(log: LogConfig) -> Dict[str, Any]:
+    """librdkafka settings from the profile's and model's Java-style client properties."""
+    config: Dict[str, Any] = dict(CONFLUENT_DEFAULTS)
+    for raw_key, value in log.client_properties.items():
+        key = str(raw_key).replace("_", ".")
+        config[CONFLUENT_NAMES.get(key, key)] = value
+    config["bootstrap.servers"] = ",".join(
+        s.strip() for s in str(log.bootstrap_servers).split(",") if s.strip())
+    config["client.id"] = "dbt-logstore"
+    return config
+
+
+class ConfluentLogWriter(LogWriter):
+    """The same writer on confluent-kafka (librdkafka, in C): one producer per commit, the
+    table's transactional id for transactional logs, Java's partitioner for keyed records and
+    the row-image hash for keyless ones, offsets from the delivery reports."""
+
+    POLL_EVERY = 1000  # serve delivery reports while sending
+
+    def __init__(self, log: LogConfig, writer_id: str) -> None:
+        try:
+            from confluent_kafka import KafkaException, Producer
+        except ImportError as exc:
+            raise LogConfigError(
+                f"Model '{log.model}': profile field 'kafka_client' = 'confluent' needs the "
+                f"confluent-kafka package: pip install 'dbt-logstore[confluent]'.") from exc
+        self._log = log
+        config = confluent_config(log)
+        config["enable.idempotence"] = True
+        if log.transactional:
+            config["transactional.id"] = f"dbt-logstore.{writer_id}"
+        try:
+            self._producer = Producer(config)
+        except KafkaException as exc:
+            raise LogConfigError(
+                f"Model '{log.model}': the Kafka client properties are not accepted by "
+                f"confluent-kafka (kafka_client: confluent): {exc.args[0].str()}. Allowed: "
+                f"librdkafka's configuration properties.") from exc
+        try:
+            if log.transactional:
+                self._producer.init_transactions(30)
+                self._producer.begin_transaction()
+            metadata = self._producer.list_topics(str(log.topic), timeout=10)
+        except KafkaException as exc:
+            raise _unreachable(log, exc) from exc
+        topic = metadata.topics.get(str(log.topic))
+        self._partitions = sorted(topic.partitions) if topic and topic.partitions else [0]
+        self._result = WriteResult(topic=str(log.topic))
+        self._error: Optional[BaseException] = None
+        self._unsent = 0
+        self._topic = str(log.topic)
+        # The per-record path is the mirror's hot loop: everything it needs is looked up once.
+        self._KafkaException = KafkaException
+        self._produce, self._poll = self._producer.produce, self._producer.poll
+        self._on_delivery = self._delivered
+        self._ranges: Dict[int, List[int]] = {}  # partition -> [first, last] acknowledged offset
+        self._headers_of: Any = None  # the headers tuple last sent (one per attempt) ...
+        self._headers: List[Tuple[str, bytes]] = []  # ... as the list librdkafka takes
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = self._error or self._KafkaException(err)
+            return
+        partition, offset = msg.partition(), msg.offset()
+        bounds = self._ranges.get(partition)
+        if bounds is None:
+            self._ranges[partition] = [offset, offset]
+        elif offset > bounds[1]:
+            bounds[1] = offset
+        elif offset < bounds[0]:
+            bounds[0] = offset
+
+    def _control_delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = self._error or self._KafkaException(err)
+
+    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
+             headers: Sequence[Tuple[str, bytes]] = ()) -> None:
+        if self._error is not None:
+            raise self._failure(self._error)
+        if headers is not self._headers_of:
+            self._headers_of, self._headers = headers, list(headers)
+        # -1: librdkafka's partitioner (murmur2 of the key); keyless records by the row image
+        partition = -1 if key is not None else partition_for(route, self._partitions)
+        while True:
+            try:
+                self._produce(self._topic, value, key, partition=partition,
+                              on_delivery=self._on_delivery, headers=self._headers)
+                break
+            except BufferError:  # the local queue is full: let it drain
+                self._poll(0.05)
+            except self._KafkaException as exc:
+                raise self._failure(exc, key) from exc
+        self._result.records += 1
+        self._unsent += 1
+        if self._unsent >= self.POLL_EVERY:
+            self._unsent = 0
+            self._poll(0)
+
+    def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
+        from confluent_kafka import KafkaException
+
+        try:
+            self._flush()
+            self._result.offsets = {p: (first, last + 1) for p, (first, last) in self._ranges.items()}
+            if confirmation is not None:
+                key, value = confirmation(self._result)
+                self._producer.produce(control_topic_for(self._topic), key=key, value=value,
+                                       partition=0, on_delivery=self._control_delivered)
+                self._flush()
+                faults.maybe_crash("before_log_commit")
+            if self._log.transactional:
+                self._producer.commit_transaction(30)
+        except KafkaException as exc:
+            raise self._failure(exc) from exc
+        return self._result
+
+    def _flush(self) -> None:
+        left = self._producer.flush(float(CONFLUENT_DEFAULTS["message.timeout.ms"]) / 1000)
+        if self._error is not None:
+            raise self._failure(self._error)
+        if left:
+            raise self._failure(TimeoutError(f"{left} records were not acknowledged in time"))
+
+    def abort(self) -> None:
+        try:
+            if self._log.transactional:
+                self._producer.abort_transaction(5)
+            else:
+                self._producer.purge()
+        except Exception:  # the broker may be gone: the transaction times out on its own
+            pass
+
+    def _failure(self, exc: BaseException, key: Optional[bytes] = None) -> DbtRuntimeError:
+        where = f" (record key {key.decode(errors='replace')})" if key is not None else ""
+        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        return DbtRuntimeError(
+            f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
+            f"{where}: {type(exc).__name__}: {detail}"
         )
 
 

@@ -21,6 +21,7 @@ CHANGELOG_MODES = ("auto", "all", "upsert")
 FORMATS = ("debezium-json", "json")
 KEY_FORMATS = ("json",)
 EMIT_MODES = ("file,log",)
+KAFKA_CLIENTS = ("kafka-python", "confluent")
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental")
 LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge")
 
@@ -37,6 +38,7 @@ SPELLINGS: Dict[str, Tuple[str, ...]] = {
     "log.system.partitions": ("log_system_partitions",),
     "log.system.replication": ("log_system_replication",),
     "mixed-format.emit.mode": ("mixed_format_emit_mode",),
+    "log.mirror.parallelism": ("log_mirror_parallelism",),
 }
 # Amoro's switch: `log-store.enabled: true` (with `log-store.type`, default kafka) = log.system.
 AMORO_ENABLED, AMORO_TYPE = "log-store.enabled", "log-store.type"
@@ -51,7 +53,10 @@ DEFAULTS: Dict[str, Any] = {
     "log.system.partitions": 1,
     "log.system.replication": 1,
     "mixed-format.emit.mode": "file,log",
+    "log.mirror.parallelism": 1,
 }
+# Spark tasks that write one change set in parallel (session method); 1 = the driver streams it.
+MAX_PARALLELISM = 1024
 
 CLIENT_PREFIXES = ("kafka.", "properties.")  # Paimon's and Amoro's pass-through prefixes
 TOPIC_CONFIG_PREFIX = "kafka.topic-config."
@@ -102,6 +107,10 @@ class LogConfig:
     partitions: int = 1
     replication: int = 1
     unique_key: Tuple[str, ...] = ()
+    # Spark tasks writing a change set, each with its own producer (1: the driver writes it).
+    parallelism: int = 1
+    # The Kafka client library that writes the records (profile field kafka_client).
+    client: str = "kafka-python"
     topic_config: Mapping[str, str] = field(default_factory=dict, hash=False)
     # Kafka client properties (profile, then model); may hold secrets, so never printed.
     client_properties: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -190,6 +199,28 @@ def _positive_int(model: str, key: str, value: Any) -> int:
     return number
 
 
+def _parallelism(model: str, raw: Mapping[str, Any]) -> int:
+    value = _lookup(model, raw, "log.mirror.parallelism")
+    allowed = f"an integer from 1 to {MAX_PARALLELISM} (1: the driver writes the change set)"
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise _fail(model, "log.mirror.parallelism", value, allowed) from None
+    if isinstance(value, bool) or not 1 <= number <= MAX_PARALLELISM:
+        raise _fail(model, "log.mirror.parallelism", value, allowed)
+    return number
+
+
+def _client(model: str, value: Optional[str]) -> str:
+    client = str(value or "kafka-python").strip().lower()
+    if client not in KAFKA_CLIENTS:
+        raise LogConfigError(
+            f"Model '{model}': invalid value {value!r} for profile field 'kafka_client'. "
+            f"Allowed: {', '.join(KAFKA_CLIENTS)} (confluent needs pip install "
+            f"'dbt-logstore[confluent]').")
+    return client
+
+
 def _unique_key(model: str, value: Any) -> Tuple[str, ...]:
     if value is None:
         return ()
@@ -258,6 +289,7 @@ def resolve_log_config(
     raw: Mapping[str, Any],
     profile_bootstrap_servers: Optional[str] = None,
     profile_properties: Optional[Mapping[str, str]] = None,
+    profile_client: Optional[str] = None,
 ) -> LogConfig:
     """Resolve and validate the log options of one model from its raw config dict."""
     model = ref.name
@@ -347,6 +379,8 @@ def resolve_log_config(
         replication=_positive_int(model, "log.system.replication",
                                   _lookup(model, raw, "log.system.replication")),
         unique_key=unique_key,
+        parallelism=_parallelism(model, raw),
+        client=_client(model, profile_client),
         topic_config=topic_config,
         client_properties=client,
     )

@@ -32,10 +32,11 @@ class LogWriter(ABC):
         equal rows share a partition."""
 
     @abstractmethod
-    def commit(self, confirmation: Callable[[WriteResult], Tuple[bytes, bytes]]) -> WriteResult:
+    def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         """Make every queued record durable, then write the confirmation (key, value) that
         `confirmation` builds from what was written to the control topic — in the same
-        transaction for transactional logs — and make it all visible."""
+        transaction for transactional logs — and make it all visible. Without a confirmation
+        (one task's share of a parallel write) only the records are committed."""
 
     @abstractmethod
     def abort(self) -> None:

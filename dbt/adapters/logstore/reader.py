@@ -25,7 +25,9 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
-H_TABLE, H_SNAPSHOT, H_ATTEMPT = "logstore.table", "logstore.snapshot", "logstore.attempt"
+H_TABLE, H_SNAPSHOT, H_ATTEMPT, H_WRITER = (
+    "logstore.table", "logstore.snapshot", "logstore.attempt", "logstore.writer")
+Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
 ENVELOPE_FIELDS = {"before", "after", "op", "ts_ms", "source"}
 START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full")
 
@@ -57,13 +59,38 @@ class Confirmation:
     end_offsets: Dict[int, int]
     ts_ms: int
     records: int = 0
+    # a parallel attempt: per writer (`logstore.writer` header), its own ranges
+    writers: Optional[Dict[str, Dict[int, Tuple[int, int]]]] = None
 
     @classmethod
     def from_json(cls, value: Dict[str, Any]) -> "Confirmation":
+        writers = value.get("writers")
         return cls(table=value["table"], snapshot=int(value["snapshot"]), attempt=value["attempt"],
                    offsets={int(p): (a, b) for p, (a, b) in value["offsets"].items()},
                    end_offsets={int(p): int(o) for p, o in value.get("end_offsets", {}).items()},
-                   ts_ms=int(value.get("ts_ms", 0)), records=int(value.get("records", 0)))
+                   ts_ms=int(value.get("ts_ms", 0)), records=int(value.get("records", 0)),
+                   writers=None if writers is None else {
+                       w: {int(p): (a, b) for p, (a, b) in r.items()} for w, r in writers.items()})
+
+    def ranges(self) -> Dict[Writer, Dict[int, Tuple[int, int]]]:
+        """What it confirms, per (attempt, writer): a record of a parallel attempt is delivered
+        only within its own writer's range, so a retried Spark task's records are not
+        delivered twice."""
+        if self.writers is not None:
+            return {(self.attempt, w): dict(r) for w, r in self.writers.items()}
+        return {(self.attempt, None): dict(self.offsets)}
+
+    def confirms(self, partition: int, offset: int, writer: Optional[str]) -> bool:
+        first, last = self.ranges().get((self.attempt, writer), {}).get(partition, (1, 0))
+        return first <= offset <= last
+
+
+def confirmed_ranges(confirmation: Dict[str, Any]) -> Dict[Writer, Dict[int, Tuple[int, int]]]:
+    """What one control record confirms: per (attempt, writer), {partition: (first, last)}."""
+    value = dict(confirmation)
+    value.setdefault("table", "")
+    value.setdefault("snapshot", 0)
+    return Confirmation.from_json(value).ranges()
 
 
 @dataclass(frozen=True)
@@ -253,8 +280,8 @@ class ChangelogReader:
                         continue
                     snapshot = int(headers.get(H_SNAPSHOT) or 0)
                     confirmation = attempts.get(headers.get(H_ATTEMPT, ""))
-                    first, last = confirmation.offsets.get(tp.partition, (1, 0)) if confirmation else (1, 0)
-                    if confirmation is not None and first <= msg.offset <= last:
+                    if confirmation is not None and confirmation.confirms(
+                            tp.partition, msg.offset, headers.get(H_WRITER)):
                         queue.popleft()
                         if after_snapshot < snapshot and (up_to is None or snapshot <= up_to):
                             yield decode_record(msg, snapshot)

@@ -1,6 +1,7 @@
 """Streaming a query's rows out of Spark without holding the result in the driver.
 
-Session method: Spark's `toLocalIterator` hands the driver one partition at a time.
+Session method: Spark's `toLocalIterator` hands the driver one partition at a time (and
+computes the next one meanwhile).
 Thrift method: the cursor is read in batches with `fetchmany`.
 """
 from __future__ import annotations
@@ -10,16 +11,19 @@ from typing import Any, Iterator, Tuple
 BATCH_SIZE = 10_000
 
 
-def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iterator[Tuple[Any, ...]]:
-    """Yield the rows of `sql` as tuples. `handle` is the open dbt-spark connection handle."""
+def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
+                    prefetch: bool = True) -> Iterator[Tuple[Any, ...]]:
+    """Yield the rows of `sql` as tuples (Spark's Rows are tuples). `handle` is the open
+    dbt-spark connection handle."""
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     if isinstance(handle, SessionConnectionWrapper):
         from pyspark.sql import SparkSession
 
         spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-        for row in spark.sql(sql).toLocalIterator(prefetchPartitions=False):
-            yield tuple(row)
+        # Prefetch: Spark computes the next partition while this one is sent (the driver's
+        # JVM then holds at most two partitions; the Python side reads in small batches).
+        yield from spark.sql(sql).toLocalIterator(prefetchPartitions=prefetch)
         return
 
     # PyHive (thrift/http) wrapper: execute through dbt-spark's wrapper (it polls async

@@ -63,7 +63,7 @@ class ReadPlan:
     from_snapshot: int
     to_snapshot: int
     ranges: Tuple[Tuple[int, int, int], ...]  # (partition, start, end)
-    attempts: Dict[str, Dict[int, Tuple[int, int]]]  # confirmed attempts in range
+    attempts: Dict[Tuple[str, Optional[str]], Dict[int, Tuple[int, int]]]  # confirmed (attempt, writer) ranges
     hybrid: bool
 
     def position(self, end_offsets: Dict[int, int]) -> SourcePosition:
@@ -93,13 +93,13 @@ def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
     start = {int(p): o for p, o in position.offsets.items()}
     ranges = tuple((p, start.get(p, 0), end) for p, end in sorted(last.end_offsets.items())
                    if end > start.get(p, 0))
-    attempts = {c.attempt: dict(c.offsets) for c in newer}
+    attempts = {writer: ranges for c in newer for writer, ranges in c.ranges().items()}
     return ReadPlan(upstream, topic, position.snapshot, last.snapshot, ranges, attempts, False), \
         dict(last.end_offsets)
 
 
 def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int,
-               attempts: Dict[str, Dict[int, Tuple[int, int]]], table: str,
+               attempts: Dict[Tuple[str, Optional[str]], Dict[int, Tuple[int, int]]], table: str,
                client_config: Dict[str, Any]) -> Iterator[Tuple[Any, ...]]:
     """The confirmed changes of one partition in [start, end), as raw rows
     (op, key, image, snapshot, partition, offset). Runs in a Spark task or in dbt."""
@@ -119,7 +119,8 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
                 headers = {k: v.decode() for k, v in (msg.headers or [])}
                 if headers.get("logstore.table") != table:
                     continue
-                first, last = attempts.get(headers.get("logstore.attempt", ""), {}).get(partition, (1, 0))
+                writer = (headers.get("logstore.attempt", ""), headers.get("logstore.writer"))
+                first, last = attempts.get(writer, {}).get(partition, (1, 0))
                 if first <= msg.offset <= last:
                     yield _raw_row(msg, int(headers.get("logstore.snapshot") or 0))
     finally:

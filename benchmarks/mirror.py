@@ -1,0 +1,398 @@
+"""Mirror benchmark: how close the mirror gets to the Kafka client's own limit.
+
+    python benchmarks/mirror.py [--rows 100000,1000000] [--quick] [--parallelism 2]
+                                [--clients kafka-python,confluent] [--profile DIR]
+
+`make bench` runs it with the defaults. It starts the embedded broker (or uses
+--bootstrap-servers), writes a throw-away dbt project under a temp directory and runs every
+configuration in its own process (its own Spark session, so peak memory is per configuration):
+
+- raw:      the Kafka client alone, one producer sending the same pre-encoded records (same
+            keys, values, headers, producer settings, one transaction) - the client's limit;
+- mirror:   `dbt run` of a keyed table model whose first build logs every row; throughput is
+            records / time from the table commit to the log commit (`log_seconds` in the
+            adapter response), in transactional and eventual mode, with one writer and with
+            `log.mirror.parallelism` Spark tasks;
+- rebuild:  a keyed table of the largest row count, rebuilt with 1% of its rows changed:
+            records emitted, and the run time with the log next to the same model without;
+- memory:   peak resident set (VmHWM) of the Python driver and of Spark's JVM, per configuration.
+
+It prints one table at the end. Numbers depend on the machine and on what else runs on it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+
+MODEL = """
+{{ config(materialized='table', unique_key='id',
+          **{'log.system': var('log_system', 'kafka'), 'kafka.topic': var('topic', 'bench_' ~ this.name),
+             'log.consistency': var('consistency', 'transactional'),
+             'log.mirror.parallelism': var('parallelism', 1),
+             'log.system.partitions': var('partitions', 1)}) }}
+select id, concat('customer-', cast(id as string)) as name,
+       cast(id * 1.5 as decimal(12, 2)) as amount,
+       date_add(date'2024-01-01', cast(id % 365 as int)) as day,
+       {% if var('step', 1) == 2 %} case when id % 100 = 7 then 'changed' else 'same' end
+       {% else %} 'same' {% endif %} as note
+from range({{ var('rows', 1000) }})
+"""
+
+PROFILE = """
+bench:
+  target: dev
+  outputs:
+    dev:
+      type: logstore
+      method: session
+      schema: bench
+      threads: 1
+      kafka_bootstrap_servers: "{{ env_var('BENCH_BOOTSTRAP_SERVERS') }}"
+      kafka_client: "{{ env_var('BENCH_KAFKA_CLIENT', 'kafka-python') }}"
+      session_dir: "{{ env_var('BENCH_SESSION_DIR') }}"
+      server_side_parameters:
+        spark.sql.shuffle.partitions: "4"
+        spark.sql.session.timeZone: UTC
+"""
+
+
+def _row_image(i: int) -> str:
+    """The JSON image Spark's to_json renders for row `i` of MODEL (same bytes, same size)."""
+    day = time.strftime("%Y-%m-%d", time.gmtime(1704067200 + (i % 365) * 86400))
+    return (f'{{"id":{i},"name":"customer-{i}","amount":{i * 3 // 2}.{"50" if i % 2 else "00"},'
+            f'"day":"{day}","note":"same"}}')
+
+
+# --- measurements, each run in a child process ----------------------------------------------
+
+
+def peak_rss_mb(pid: int) -> Optional[float]:
+    """Peak resident set of a live process (VmHWM), in MiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def jvm_peak_rss_mb() -> Optional[float]:
+    """Peak resident set of Spark's JVM, a child of this (driver) process."""
+    import psutil
+
+    peaks = [peak_rss_mb(p.pid) for p in psutil.Process().children(recursive=True)
+             if "java" in (p.name() or "")]
+    peaks = [p for p in peaks if p is not None]
+    return max(peaks) if peaks else None
+
+
+def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The client alone: one transactional producer, the pre-encoded records of the mirror."""
+    from dbt.adapters.logstore.commit_protocol import Attempt, Snapshot, TableRef
+    from dbt.adapters.logstore.log_config import LogConfig
+    from dbt.adapters.logstore.log_system import get_log_system
+
+    rows, topic = spec["rows"], spec["topic"]
+    log = LogConfig(model="raw", system="kafka", topic=topic, unique_key=("id",),
+                    bootstrap_servers=spec["servers"], changelog_mode="upsert")
+    get_log_system("kafka").prepare(log)
+    attempt = Attempt.new(log, TableRef("bench", "raw"), Snapshot(), "raw")
+    encoder, headers = attempt.encoder(), list(attempt.headers())
+    records = [(f'{{"id":{i}}}'.encode(), encoder.value("c", None, _row_image(i))) for i in range(rows)]
+    if spec["client"] == "confluent":
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": spec["servers"], "transactional.id": f"raw-{topic}",
+                             "linger.ms": 20, "enable.idempotence": True})
+        producer.init_transactions()
+        producer.begin_transaction()
+        started = time.perf_counter()
+        for key, value in records:
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.005)
+        producer.flush()
+        producer.commit_transaction()
+    else:
+        from kafka import KafkaProducer
+
+        from dbt.adapters.logstore.kafka_log import PRODUCER_DEFAULTS, client_config
+
+        config = client_config(LogConfig(model="raw", bootstrap_servers=spec["servers"]), PRODUCER_DEFAULTS)
+        producer = KafkaProducer(enable_idempotence=True, transactional_id=f"raw-{topic}", **config)
+        producer.init_transactions()
+        producer.begin_transaction()
+        started = time.perf_counter()
+        for key, value in records:
+            producer.send(topic, value=value, key=key, headers=headers)
+        producer.flush()
+        producer.commit_transaction()
+    seconds = time.perf_counter() - started
+    producer.close() if hasattr(producer, "close") else None
+    return {"records": rows, "seconds": seconds}
+
+
+def _dbt(project: Path, variables: Dict[str, Any], select: Optional[str] = None) -> Dict[str, Any]:
+    from dbt.cli.main import dbtRunner
+
+    args = ["run", "--project-dir", str(project), "--profiles-dir", str(project),
+            "--vars", json.dumps(variables), "--quiet"]
+    if select:
+        args += ["--select", select]
+    result = dbtRunner().invoke(args)
+    if not result.success:
+        messages = [r.message for r in getattr(result.result, "results", None) or [] if r.message]
+        raise SystemExit(f"dbt run failed: {result.exception or '; '.join(messages)}")
+    node = result.result.results[0]
+    return {"seconds": node.execution_time, **dict(node.adapter_response)}
+
+
+def child_mirror(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """The first build of a keyed table: every row is mirrored."""
+    project = Path(spec["project"])
+    variables = {"rows": spec["rows"], "topic": spec["topic"], "consistency": spec["consistency"],
+                 "parallelism": spec["parallelism"], "partitions": spec["partitions"]}
+    if spec.get("profile"):
+        profile_mirror(Path(spec["profile"]) / f"{spec['name']}.txt")
+    run = _dbt(project, variables, select="bench_table")
+    out = {"records": run["rows_mirrored"], "seconds": run["log_seconds"], "run_seconds": run["seconds"]}
+    if spec.get("fetch"):
+        out["fetch_rate"] = fetch_rate()
+    return out
+
+
+def fetch_rate() -> float:
+    """Rows per second the driver reads of a change set like the mirror's (all inserts of the
+    table just built) through the same row source, without sending them anywhere."""
+    from pyspark.sql import SparkSession
+
+    from dbt.adapters.logstore import changes
+    from dbt.adapters.logstore.row_source import iter_query_rows
+    from dbt.adapters.spark.session import SessionConnectionWrapper
+
+    spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+    columns = [f.name for f in spark.table("bench.bench_table").schema.fields]
+    spark.sql("create table bench.fetch_probe using parquet as "
+              + changes.inserts_sql(changes.ChangeInput("bench.bench_table", columns), ("id",)))
+    handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is used
+    started, count = time.perf_counter(), 0
+    for _ in iter_query_rows(handle, "select * from bench.fetch_probe"):
+        count += 1
+    return count / (time.perf_counter() - started)
+
+
+def profile_mirror(out: Path) -> None:
+    """Profile the mirror step (in dbt's model thread) with pyinstrument, written to `out`."""
+    from pyinstrument import Profiler
+
+    from dbt.adapters.logstore.impl import LogstoreAdapter
+
+    mirror = LogstoreAdapter.logstore_mirror
+
+    def profiled(self: Any, *args: Any, **kwargs: Any) -> Any:
+        profiler = Profiler(interval=0.001)
+        profiler.start()
+        try:
+            return mirror(self, *args, **kwargs)
+        finally:
+            profiler.stop()
+            out.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+
+    LogstoreAdapter.logstore_mirror = profiled  # type: ignore[method-assign]
+
+
+def child_rebuild(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """A keyed table rebuilt with 1% of its rows changed, with and without the log."""
+    project = Path(spec["project"])
+    base = {"rows": spec["rows"], "partitions": spec["partitions"]}
+    out: Dict[str, Any] = {}
+    for step in (1, 2):
+        for name, extra in (("nolog", {"log_system": "none"}),
+                            ("log", {"topic": spec["topic"]})):
+            run = _dbt(project, {**base, **extra, "step": step}, select=f"rebuild_{name}")
+            out[f"{name}_{step}"] = run
+    return {"records": out["log_2"]["rows_mirrored"], "seconds": out["log_2"]["seconds"],
+            "nolog_seconds": out["nolog_2"]["seconds"], "log_seconds": out["log_2"]["log_seconds"]}
+
+
+def child_main(spec: Dict[str, Any]) -> None:
+    os.environ["BENCH_SESSION_DIR"] = spec["session_dir"]
+    os.environ["BENCH_BOOTSTRAP_SERVERS"] = spec["servers"]
+    os.environ["BENCH_KAFKA_CLIENT"] = spec["client"]
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.log.level=ERROR "
+                          "--conf spark.ui.showConsoleProgress=false pyspark-shell")
+    result = {"raw": child_raw, "mirror": child_mirror, "rebuild": child_rebuild}[spec["kind"]](spec)
+    result["driver_mb"] = peak_rss_mb(os.getpid())
+    result["jvm_mb"] = jvm_peak_rss_mb() if spec["kind"] != "raw" else None
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# --- the parent: broker, project, configurations, table --------------------------------------
+
+
+def write_project(root: Path) -> Path:
+    project = root / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text(
+        "name: bench\nversion: '1.0'\nprofile: bench\nmodel-paths: ['models']\n")
+    (project / "profiles.yml").write_text(PROFILE)
+    for name in ("bench_table", "rebuild_log", "rebuild_nolog"):
+        (project / "models" / f"{name}.sql").write_text(MODEL)
+    return project
+
+
+def run_child(spec: Dict[str, Any], logs: Path) -> Dict[str, Any]:
+    log_file = logs / f"{spec['name']}.log"
+    with open(log_file, "w") as log:
+        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+                              stdout=subprocess.PIPE, stderr=log, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        tail = "\n".join((done.stdout + log_file.read_text()).splitlines()[-30:])
+        raise SystemExit(f"configuration {spec['name']} failed (exit {done.returncode}):\n{tail}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _rate(result: Dict[str, Any]) -> float:
+    return result["records"] / result["seconds"] if result["seconds"] else float("nan")
+
+
+def _ratio(a: Dict[str, Any], b: Dict[str, Any]) -> str:
+    return f"{_rate(a) / _rate(b):.2f}" if a["seconds"] and b["seconds"] else "-"
+
+
+def _mb(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", default="100000,1000000", help="row counts, comma-separated")
+    parser.add_argument("--quick", action="store_true", help="small row counts (20000,100000), for development")
+    parser.add_argument("--parallelism", type=int, default=2, help="Spark tasks of the parallel mirror")
+    parser.add_argument("--clients", default="kafka-python,confluent",
+                        help="Kafka clients to measure (confluent is skipped when not installed)")
+    parser.add_argument("--bootstrap-servers", help="a running broker (default: start the embedded one)")
+    parser.add_argument("--profile", metavar="DIR", help="write a pyinstrument profile of each mirror run here")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--only", help="run only the configurations whose name contains this text")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child_main(json.loads(args.child))
+        return 0
+
+    sizes = [20000, 100000] if args.quick else [int(n) for n in args.rows.split(",")]
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if "confluent" in clients:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            print("confluent-kafka is not installed (pip install 'dbt-logstore[confluent]'): skipped")
+            clients.remove("confluent")
+    work = Path(tempfile.mkdtemp(prefix="logstore-bench-"))
+    logs = work / "logs"
+    logs.mkdir()
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+    project = write_project(work)
+    broker = None
+    servers = args.bootstrap_servers
+    if not servers:
+        from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
+
+        broker = EmbeddedBroker(port=free_port(), state_dir=work / "broker")
+        broker.start()
+        servers = broker.bootstrap_servers
+    print(f"broker {servers}; work directory {work}; rows {sizes}; clients {clients}", flush=True)
+    rows_out: List[List[str]] = []
+    results: Dict[str, Dict[str, Any]] = {}
+    try:
+        counter = 0
+
+        def measure(name: str, kind: str, rows: int, client: str = "kafka-python", **extra: Any) -> Dict[str, Any]:
+            nonlocal counter
+            counter += 1
+            if args.only and args.only not in name:
+                return {"records": 0, "seconds": 0.0, "driver_mb": None, "jvm_mb": None,
+                        "nolog_seconds": 0.0, "log_seconds": 0.0, "skipped": True}
+            spec = {"name": name, "kind": kind, "rows": rows, "client": client, "servers": servers,
+                    "project": str(project), "session_dir": str(work / f"spark-{counter}"),
+                    "topic": f"bench.{counter}." + re.sub(r"[^a-zA-Z0-9]+", "_", name).strip("_"),
+                    "consistency": "transactional", "parallelism": 1, "partitions": 1,
+                    "profile": args.profile, **extra}
+            started = time.monotonic()
+            result = run_child(spec, logs)
+            results[name] = result
+            print(f"  {name}: {result} ({time.monotonic() - started:.0f} s)", flush=True)
+            return result
+
+        partitions = max(2, args.parallelism)
+        for rows in sizes:
+            for client in clients:
+                tag = "" if client == "kafka-python" else f" [{client}]"
+                raw = measure(f"raw {rows}{tag}", "raw", rows, client)
+                rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-"])
+                configs = [("transactional, 1 writer", {"consistency": "transactional",
+                                                        "fetch": client == "kafka-python"}),
+                           ("eventual, 1 writer", {"consistency": "eventual"})]
+                if args.parallelism > 1:
+                    configs.append((f"transactional, {args.parallelism} tasks",
+                                    {"parallelism": args.parallelism, "partitions": partitions}))
+                for label, extra in configs:
+                    result = measure(f"mirror {rows} {label}{tag}", "mirror", rows, client, **extra)
+                    rows_out.append([f"mirror {label}{tag}", f"{rows:,}", f"{_rate(result):,.0f}",
+                                     _ratio(result, raw), _mb(result["driver_mb"]),
+                                     _mb(result["jvm_mb"])])
+        biggest = max(sizes)
+        rebuild = measure(f"rebuild {biggest}", "rebuild", biggest)
+    finally:
+        if broker is not None:
+            broker.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    header = ["configuration", "rows", "records/s", "x raw", "driver MiB", "JVM MiB"]
+    widths = [max(len(r[i]) for r in rows_out + [header]) for i in range(len(header))]
+    print()
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for row in rows_out:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    print()
+    for rows in sizes:
+        fetched = results.get(f"mirror {rows} transactional, 1 writer", {}).get("fetch_rate")
+        if fetched:
+            print(f"Spark -> driver rows alone (toLocalIterator, no Kafka), {rows:,} rows: {fetched:,.0f} rows/s")
+    if rebuild.get("skipped"):
+        return 0
+    print(f"keyed rebuild of {biggest:,} rows, 1% changed: {rebuild['records']:,} records emitted; "
+          f"run {rebuild['seconds']:.1f} s with log vs {rebuild['nolog_seconds']:.1f} s without "
+          f"(x{rebuild['seconds'] / rebuild['nolog_seconds']:.2f}; mirror {rebuild['log_seconds']:.1f} s)")
+    small, big = min(sizes), max(sizes)
+    for label in ("transactional, 1 writer", f"transactional, {args.parallelism} tasks"):
+        a, b = results.get(f"mirror {small} {label}"), results.get(f"mirror {big} {label}")
+        if a and b and small != big and a["driver_mb"] and b["driver_mb"]:
+            print(f"driver peak memory, mirror {label}: {a['driver_mb']:,.0f} MiB at {small:,} rows, "
+                  f"{b['driver_mb']:,.0f} MiB at {big:,} rows ({(b['driver_mb'] / a['driver_mb'] - 1) * 100:+.0f}%); "
+                  f"JVM {_mb(a['jvm_mb'])} -> {_mb(b['jvm_mb'])} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
