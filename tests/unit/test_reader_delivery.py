@@ -175,3 +175,18 @@ def test_normalizer_gives_upsert_logs_real_before_images_and_drops_repeats():
     out = [(r.op, r.before, r.after) for r in Normalizer().apply(records)]
     assert out == [("c", None, {"v": 1}), ("u", {"v": 1}, {"v": 2}), ("d", {"v": 2}, None),
                    ("c", None, {"v": 9})]
+
+
+def test_a_parallel_attempt_is_delivered_only_within_each_writers_range():
+    def task(partition, offset, writer):
+        m = data(partition, offset, 1, "p")
+        return m._replace(headers=m.headers + [("logstore.writer", writer.encode())])
+
+    value = {"table": TABLE, "snapshot": 1, "attempt": "p", "records": 3,
+             "offsets": {"0": [0, 3]}, "end_offsets": {"0": 4},
+             "writers": {"task-0.0": {"0": [0, 0]}, "task-1.1": {"0": [2, 3]}}, "ts_ms": 0}
+    control = Msg(0, 0, TABLE.encode(), json.dumps(value).encode(), [])
+    # task-1.0 wrote offset 1 and was retried as task-1.1: its record is not delivered
+    polls = [{TOPIC: [task(0, 0, "task-0.0"), task(0, 1, "task-1.0"), task(0, 2, "task-1.1"),
+                      task(0, 3, "task-1.1")], CONTROL: [control]}]
+    assert run(polls)[0] == [(1, 0, 0), (1, 0, 2), (1, 0, 3)]
