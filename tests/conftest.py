@@ -1,10 +1,16 @@
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["dbt.tests.fixtures.project"]
+
+# A test may start this process's Spark session itself (tests/functional/contract.py spark())
+# before dbt does; its Python workers (parallel mirror, logstore_changes tasks) must then run
+# this interpreter too, as the adapter arranges for the sessions it starts.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")
