@@ -20,11 +20,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
 
-# Three workers, a file each at a time (the suite waits on subprocesses and brokers about half
-# the time, so a third worker uses two cores better): every worker has its own Spark session, metastore and
+# Two workers, a file each at a time: every worker has its own Spark session, metastore and
 # embedded broker, and the subprocess-heavy fault tests run beside the rest.
 test: $(STAMP)
-	$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 3 --dist loadfile --durations=15
+	$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 2 --dist loadfile
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
