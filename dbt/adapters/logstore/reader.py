@@ -81,7 +81,12 @@ class Confirmation:
         return {(self.attempt, None): dict(self.offsets)}
 
     def confirms(self, partition: int, offset: int, writer: Optional[str]) -> bool:
-        first, last = self.ranges().get((self.attempt, writer), {}).get(partition, (1, 0))
+        """Called per record: looks up the one range it needs, builds nothing."""
+        if self.writers is not None:
+            ranges = self.writers.get(writer or "", {})
+        else:
+            ranges = self.offsets if writer is None else {}
+        first, last = ranges.get(partition, (1, 0))
         return first <= offset <= last
 
 

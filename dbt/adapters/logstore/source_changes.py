@@ -130,22 +130,20 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
 def _raw_row(msg: Any, snapshot: int) -> Tuple[Any, ...]:
     """The record's own JSON text is kept (Spark parses it with the upstream's types, so
     decimals keep their digits); `kind` says where the row image is: 'e' in the envelope
-    (before for deletes, after otherwise), 'b' the value is the bare row, 'k' a tombstone
-    (only the key's columns are known)."""
-    from dbt.adapters.logstore.reader import decode_record
-
-    record = decode_record(msg, snapshot)
-    kind = "k" if msg.value is None else ("e" if _is_envelope(msg.value) else "b")
-    key = None if msg.key is None else msg.key.decode()
-    value = None if msg.value is None else msg.value.decode()
-    return (record.op, kind, key, value, snapshot, msg.partition, msg.offset)
-
-
-def _is_envelope(value: bytes) -> bool:
+    (before for deletes, after otherwise), 'b' the value is the bare row (an upsert), 'k' a
+    tombstone (only the key's columns are known). The value is parsed once, for its op."""
     from dbt.adapters.logstore.reader import ENVELOPE_FIELDS
 
-    parsed = json.loads(value)
-    return isinstance(parsed, dict) and set(parsed) == ENVELOPE_FIELDS
+    parsed = None if msg.value is None else json.loads(msg.value)
+    if parsed is None:
+        kind, op = "k", "d"
+    elif isinstance(parsed, dict) and set(parsed) == ENVELOPE_FIELDS:
+        kind, op = "e", parsed["op"]
+    else:
+        kind, op = "b", "c"
+    key = None if msg.key is None else msg.key.decode()
+    value = None if msg.value is None else msg.value.decode()
+    return (op, kind, key, value, snapshot, msg.partition, msg.offset)
 
 
 def raw_rows_in_spark(spark: Any, plan: ReadPlan, bootstrap_servers: str,
