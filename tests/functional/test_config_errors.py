@@ -122,13 +122,26 @@ class TestDuplicateKeysFailBeforeTheCommit:
     def models(self):
         return {"t.sql": """
 {{ config(materialized='table', unique_key='id', log_system='kafka') }}
-select * from values {% if var('step', 1) == 1 %} (1, 'a') {% else %} (1, 'a'), (1, 'b') {% endif %} as t(id, v)
+select * from values {% if var('step', 1) == 1 %} (1, 'a') {% elif var('step') == 2 %} (1, 'a'), (1, 'b')
+                     {% else %} (1, 'a'), (2, 'b') {% endif %} as t(id, v)
+""", "born_repeated.sql": """
+{{ config(materialized='table', unique_key='id', log_system='kafka') }}
+select * from values (1, 'a'), (2, 'b'), (2, 'c') as t(id, v)
 """}
 
     def test_duplicate_keys(self, project, kafka_bootstrap_servers):
-        run_dbt(["run"])
-        out = failure_text(["run", "--vars", "{step: 2}"])
-        assert "unique_key" in out and '{"id":1}' in out
+        run_dbt(["run", "-s", "t"])
+        # a rebuild: the diff itself finds the repeated key
+        out = failure_text(["run", "-s", "t", "--vars", "{step: 2}"])
+        assert "Model 't'" in out and "unique_key" in out and '{"id":1}' in out
         relation = f"{project.test_schema}.t"
         assert [tuple(r) for r in spark().table(relation).collect()] == [(1, "a")]
         assert_contract(kafka_bootstrap_servers, relation, relation)
+        # what the failed run left is cleared and the next run logs only its own change
+        run_dbt(["run", "-s", "t", "--vars", "{step: 3}"])
+        assert len(assert_contract(kafka_bootstrap_servers, relation, relation)) == 2
+
+    def test_duplicate_keys_at_the_first_build(self, project):
+        out = failure_text(["run", "-s", "born_repeated"])
+        assert "Model 'born_repeated'" in out and "unique_key" in out and '{"id":2}' in out
+        assert not spark().catalog.tableExists(f"{project.test_schema}.born_repeated")

@@ -23,10 +23,13 @@ from dbt.adapters.logstore.changes import (
     scoped_to,
     upserted_rows_sql,
 )
-from dbt.adapters.logstore.encoding import json_object_sql
+from dbt.adapters.logstore.encoding import json_object_sql, row_struct_sql, to_json_sql
 
 NEW = ChangeInput("db.orders__staged", ["id", "name", "amount"])
 OLD = ChangeInput("db.orders", ["id", "name", "amount"])
+TYPES = ["bigint", "string", "decimal(12,2)"]
+T_NEW = ChangeInput(NEW.relation, NEW.columns, TYPES)
+T_OLD = ChangeInput(OLD.relation, OLD.columns, TYPES)
 
 
 def norm(sql: str) -> str:
@@ -67,49 +70,95 @@ def test_inserts_ignore_partition_by_without_old_rows():
 # --- keyed diff ---------------------------------------------------------------------------
 
 
-def test_keyed_diff_uses_full_outer_join_on_null_safe_keys():
+def test_keyed_diff_joins_on_one_key_column():
     sql = change_set_sql(NEW, OLD, unique_key=("tenant", "id"))
     assert sql == keyed_diff_sql(OLD, NEW, ("tenant", "id"))
     low = norm(sql)
     assert " full outer join " in low
-    assert " on o.`tenant` <=> n.`tenant` and o.`id` <=> n.`id` " in low
+    # one key column per side (a struct, or JSON text): equal keys match, nulls included
+    assert " on o.__logstore_k = n.__logstore_k " in low
     assert " except " not in low
 
 
 def test_keyed_diff_filters_unchanged_rows():
     sql = keyed_diff_sql(OLD, NEW, ("id",))
-    assert sql.rstrip().endswith("where not (o.__logstore_img <=> n.__logstore_img)")
+    assert sql.rstrip().endswith("where not (o.__logstore_row <=> n.__logstore_row) or false")
 
 
 def test_keyed_diff_op_classification():
     low = norm(keyed_diff_sql(OLD, NEW, ("id",)))
-    assert ("case when o.__logstore_present is null then 'c' "
-            "when n.__logstore_present is null then 'd' else 'u' end as __logstore_op") in low
+    assert ("case when false then 'x' when o.__logstore_row is null then 'c' "
+            "when n.__logstore_row is null then 'd' else 'u' end as __logstore_op") in low
 
 
-def test_keyed_diff_images_and_sides():
+def test_keyed_diff_without_types_compares_json_images():
     sql = keyed_diff_sql(OLD, NEW, ("id",))
-    assert "o.__logstore_img as __logstore_before, n.__logstore_img as __logstore_after" in sql
-    old_side = (f"(select `id`, {json_object_sql(OLD.columns)} as __logstore_img, "
-                f"true as __logstore_present from db.orders) o")
-    new_side = (f"(select `id`, {json_object_sql(NEW.columns)} as __logstore_img, "
-                f"true as __logstore_present from db.orders__staged) n")
+    assert "o.__logstore_row as __logstore_before, n.__logstore_row as __logstore_after" in sql
+    old_side = (f"(select {json_object_sql(['id'])} as __logstore_k, "
+                f"{json_object_sql(OLD.columns)} as __logstore_row from db.orders) o")
+    new_side = (f"(select {json_object_sql(['id'])} as __logstore_k, "
+                f"{json_object_sql(NEW.columns)} as __logstore_row from db.orders__staged) n")
     assert old_side in sql
     assert new_side in sql
     assert sql.index(old_side) < sql.index("full outer join") < sql.index(new_side)
+    assert "coalesce(n.__logstore_k, o.__logstore_k) as __logstore_key" in sql
 
 
-def test_keyed_diff_key_comes_from_present_side():
-    sql = keyed_diff_sql(OLD, NEW, ("id",))
-    assert ("to_json(named_struct('id', case when n.__logstore_present then n.`id` "
-            "else o.`id` end), map(") in sql
-    assert sql.index("as __logstore_key") > sql.index("case when n.__logstore_present")
+def test_keyed_diff_with_same_types_compares_typed_rows_and_renders_json_after():
+    sql = keyed_diff_sql(T_OLD, T_NEW, ("id",))
+    assert (f"(select {row_struct_sql(['id'])} as __logstore_k, {row_struct_sql(OLD.columns)} "
+            f"as __logstore_row from db.orders) o") in sql
+    assert "where not (o.__logstore_row <=> n.__logstore_row)" in sql
+    # JSON only for what comes out of the join: key, before and after
+    assert f"{to_json_sql('coalesce(n.__logstore_k, o.__logstore_k)')} as __logstore_key" in sql
+    assert f"{to_json_sql('o.__logstore_row')} as __logstore_before" in sql
+    assert f"{to_json_sql('n.__logstore_row')} as __logstore_after" in sql
+    assert sql.count("to_json(") == 3
+
+
+@pytest.mark.parametrize("old_types,new_types,old_cols,typed", [
+    (TYPES, TYPES, OLD.columns, True),
+    (["BIGINT", "string", "decimal(12, 2)"], TYPES, OLD.columns, True),  # spelling only
+    (["int", "string", "decimal(12,2)"], TYPES, OLD.columns, False),     # a type changed
+    (TYPES, TYPES, ["id", "Name", "amount"], False),                     # a name's case changed
+    (TYPES[:2], TYPES, OLD.columns[:2], False),                          # a column added
+    ((), TYPES, OLD.columns, False),                                     # types unknown
+    (["bigint", "map<string,int>", "string"], ["bigint", "map<string,int>", "string"],
+     OLD.columns, False),                                                # maps cannot be compared
+])
+def test_typed_comparison(old_types, new_types, old_cols, typed):
+    old = ChangeInput("o", old_cols, old_types)
+    assert changes.typed_comparison(old, ChangeInput("n", NEW.columns, new_types)) is typed
+
+
+def test_scoping_keeps_the_types():
+    assert scoped_to(T_OLD, T_NEW, ("id",)).types == TYPES
+
+
+def test_keyed_diff_marks_repeated_new_keys_in_its_own_partitioning():
+    sql = change_set_sql(T_NEW, T_OLD, ("id",), mark_duplicates=True)
+    low = norm(sql)
+    assert "count(*) over (partition by __logstore_k) > 1 as __logstore_repeated" in low
+    assert low.startswith("select case when n.__logstore_repeated then 'x' ")
+    assert low.endswith("or n.__logstore_repeated")
+    # the count runs on the new side only
+    assert low.index("full outer join") < low.index("count(*) over")
+
+
+def test_mark_duplicates_does_not_apply_without_old_rows_or_key():
+    assert change_set_sql(NEW, None, ("id",), mark_duplicates=True) == inserts_sql(NEW, ("id",))
+    assert change_set_sql(NEW, OLD, (), mark_duplicates=True) == keyless_diff_sql(OLD, NEW)
+
+
+def test_marked_duplicates_sql():
+    assert norm(changes.marked_duplicates_sql("db.c")) == (
+        "select distinct __logstore_key from db.c where __logstore_op = 'x' limit 3")
 
 
 def test_keyed_diff_quotes_odd_key_names():
     sql = keyed_diff_sql(ChangeInput("o_rel", ["we`ird"]), ChangeInput("n_rel", ["we`ird"]),
                          ("we`ird",))
-    assert "o.`we``ird` <=> n.`we``ird`" in sql
+    assert "'we`ird', `we``ird`" in sql
 
 
 # --- keyless diff -------------------------------------------------------------------------
@@ -118,8 +167,8 @@ def test_keyed_diff_quotes_odd_key_names():
 def test_keyless_diff_uses_except_all_both_ways():
     sql = change_set_sql(NEW, OLD)
     assert sql == keyless_diff_sql(OLD, NEW)
-    old_img = f"select {json_object_sql(OLD.columns)} as __logstore_img from db.orders"
-    new_img = f"select {json_object_sql(NEW.columns)} as __logstore_img from db.orders__staged"
+    old_img = f"select {json_object_sql(OLD.columns)} as __logstore_row from db.orders"
+    new_img = f"select {json_object_sql(NEW.columns)} as __logstore_row from db.orders__staged"
     assert f"({old_img} except all {new_img})" in sql
     assert f"({new_img} except all {old_img})" in sql
     assert norm(sql).count(" except all ") == 2
@@ -127,15 +176,24 @@ def test_keyless_diff_uses_except_all_both_ways():
     assert " join " not in norm(sql)
 
 
+def test_keyless_diff_with_same_types_compares_typed_rows():
+    sql = keyless_diff_sql(T_OLD, T_NEW)
+    old_rows = f"select {row_struct_sql(OLD.columns)} as __logstore_row from db.orders"
+    assert f"({old_rows} except all " in sql
+    assert f"{to_json_sql('__logstore_row')} as __logstore_before" in sql
+    assert f"{to_json_sql('__logstore_row')} as __logstore_after" in sql
+    assert sql.count("to_json(") == 2
+
+
 def test_keyless_diff_deletes_then_inserts():
     sql = keyless_diff_sql(OLD, NEW)
     deletes, inserts = sql.split(" union all ")
     assert deletes.startswith("select 'd' as __logstore_op, cast(null as string) as "
-                              "__logstore_key, __logstore_img as __logstore_before, "
+                              "__logstore_key, __logstore_row as __logstore_before, "
                               "cast(null as string) as __logstore_after")
     assert inserts.startswith("select 'c' as __logstore_op, cast(null as string) as "
                               "__logstore_key, cast(null as string) as __logstore_before, "
-                              "__logstore_img as __logstore_after")
+                              "__logstore_row as __logstore_after")
     # deletes: old minus new; inserts: new minus old
     old_at = lambda part: re.search(r"from db\.orders\b(?!__)", part).start()  # noqa: E731
     assert old_at(deletes) < deletes.index("from db.orders__staged")
@@ -170,8 +228,8 @@ def test_change_set_with_partitions_scopes_old_side_keyless():
 def test_change_set_with_partitions_scopes_old_side_keyed():
     sql = change_set_sql(NEW, OLD, ("id",), ("dt",))
     scoped = scoped_to(OLD, NEW, ("dt",)).relation
-    assert f"true as __logstore_present from {scoped}) o full outer join" in sql
-    assert "true as __logstore_present from db.orders__staged) n" in sql
+    assert f"as __logstore_row from {scoped}) o full outer join" in sql
+    assert "as __logstore_row from db.orders__staged) n" in sql
     assert norm(sql).count(" left semi join ") == 1
 
 
@@ -241,7 +299,7 @@ def test_merge_change_set_scopes_old_rows_to_the_new_keys():
     sql = change_set_sql(NEW, OLD, ("id",), ("id",))
     scoped = scoped_to(OLD, NEW, ("id",)).relation
     assert sql == keyed_diff_sql(scoped_to(OLD, NEW, ("id",)), NEW, ("id",))
-    assert f"true as __logstore_present from {scoped}) o full outer join" in sql
+    assert f"as __logstore_row from {scoped}) o full outer join" in sql
     assert "from db.orders)" not in sql  # the unscoped old table is never read
 
 

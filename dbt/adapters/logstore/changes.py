@@ -7,27 +7,67 @@ Every change set has the same four columns:
   __logstore_before  JSON image of the old row (NULL for inserts)
   __logstore_after   JSON image of the new row (NULL for deletes)
 
-Two rows are "the same" when their JSON images are equal, so what is compared is exactly what
-a consumer would see; a changed column type or column set therefore shows up as a change.
+Rows are compared as typed structs when both sides have the same columns with the same types,
+so JSON is rendered only for the rows that changed (rendering every row of both sides was most
+of a keyed rebuild's cost). Otherwise (a changed column set or type, or a map column, which Spark
+cannot compare) they are compared by their JSON images: what a consumer would see, so the change
+of type or columns shows up as a change.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from dbt.adapters.logstore.encoding import json_object_sql, json_struct_sql, quote_identifier
+from dbt.adapters.logstore.encoding import (
+    json_object_sql, json_struct_sql, quote_identifier, row_struct_sql, to_json_sql,
+)
 
 OP, KEY, BEFORE, AFTER = "__logstore_op", "__logstore_key", "__logstore_before", "__logstore_after"
 CHANGE_COLUMNS = (OP, KEY, BEFORE, AFTER)
-_IMG, _PRESENT = "__logstore_img", "__logstore_present"
+_ROW, _KEY, _REPEATED = "__logstore_row", "__logstore_k", "__logstore_repeated"
+
+# The op of a new row whose key another new row also has. Such rows exist only in a change set
+# built with mark_duplicates, which the run checks and fails on before its table commit: they
+# are never logged.
+OP_DUPLICATE = "x"
 
 
 @dataclass(frozen=True)
 class ChangeInput:
-    """One side of a diff: a relation (or subquery) and its column names."""
+    """One side of a diff: a relation (or subquery), its column names and, when known, their
+    Spark types (same order)."""
 
     relation: str
     columns: Sequence[str]
+    types: Sequence[str] = ()
+
+
+def typed_comparison(old: ChangeInput, new: ChangeInput) -> bool:
+    """Whether the rows of both sides can be compared as typed structs: same column names (case
+    included, as the JSON field names are) and types, and no map, which Spark cannot compare."""
+    old_types = [t.lower().replace(" ", "") for t in old.types]
+    new_types = [t.lower().replace(" ", "") for t in new.types]
+    return (bool(new_types) and list(old.columns) == list(new.columns)
+            and old_types == new_types and len(new_types) == len(new.columns)
+            and not any("map<" in t for t in new_types))
+
+
+class _Rows:
+    """How a diff holds a side's rows: typed structs (JSON rendered for changed rows only) or
+    JSON images."""
+
+    def __init__(self, typed: bool) -> None:
+        self.typed = typed
+
+    def row(self, inp: ChangeInput) -> str:
+        return row_struct_sql(inp.columns) if self.typed else json_object_sql(inp.columns)
+
+    def key(self, unique_key: Sequence[str]) -> str:
+        # one join column: equal structs (or JSON texts) are equal keys, nulls included
+        return row_struct_sql(unique_key) if self.typed else json_object_sql(unique_key)
+
+    def image(self, row: str) -> str:
+        return to_json_sql(row) if self.typed else row
 
 
 def scoped_to(old: ChangeInput, new: ChangeInput, scope_by: Sequence[str]) -> ChangeInput:
@@ -43,6 +83,7 @@ def scoped_to(old: ChangeInput, new: ChangeInput, scope_by: Sequence[str]) -> Ch
         relation=f"(select o.* from {old.relation} o left semi join "
                  f"(select distinct {cols} from {new.relation}) s on {on})",
         columns=old.columns,
+        types=old.types,
     )
 
 
@@ -55,39 +96,43 @@ def inserts_sql(new: ChangeInput, unique_key: Sequence[str] = ()) -> str:
     )
 
 
-def keyed_diff_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str]) -> str:
-    """Insert, update (before and after) or delete per key; unchanged keys produce nothing."""
-    keys = [quote_identifier(k) for k in unique_key]
+def keyed_diff_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str],
+                   mark_duplicates: bool = False) -> str:
+    """Insert, update (before and after) or delete per key; unchanged keys produce nothing.
+    With `mark_duplicates`, new rows whose key repeats come out as OP_DUPLICATE: the count
+    runs within the join's own partitioning, so the uniqueness check costs no extra pass."""
+    rows = _Rows(typed_comparison(old, new))
 
     def side(inp: ChangeInput) -> str:
-        return (f"select {', '.join(keys)}, {json_object_sql(inp.columns)} as {_IMG}, "
-                f"true as {_PRESENT} from {inp.relation}")
+        return f"select {rows.key(unique_key)} as {_KEY}, {rows.row(inp)} as {_ROW} from {inp.relation}"
 
-    # the key comes from whichever side holds the row (both do for updates)
-    key = json_struct_sql(
-        [(k, f"case when n.{_PRESENT} then n.{q} else o.{q} end") for k, q in zip(unique_key, keys)]
-    )
-    on = " and ".join(f"o.{q} <=> n.{q}" for q in keys)
+    new_side, repeated = side(new), "false"
+    if mark_duplicates:
+        new_side = (f"select *, count(*) over (partition by {_KEY}) > 1 as {_REPEATED} "
+                    f"from ({new_side})")
+        repeated = f"n.{_REPEATED}"
+    # a side's row is never null where the side has the key, so null means "absent"
     return (
-        f"select case when o.{_PRESENT} is null then 'c' "
-        f"when n.{_PRESENT} is null then 'd' else 'u' end as {OP}, "
-        f"{key} as {KEY}, "
-        f"o.{_IMG} as {BEFORE}, n.{_IMG} as {AFTER} "
-        f"from ({side(old)}) o full outer join ({side(new)}) n on {on} "
-        f"where not (o.{_IMG} <=> n.{_IMG})"
+        f"select case when {repeated} then '{OP_DUPLICATE}' when o.{_ROW} is null then 'c' "
+        f"when n.{_ROW} is null then 'd' else 'u' end as {OP}, "
+        f"{rows.image(f'coalesce(n.{_KEY}, o.{_KEY})')} as {KEY}, "
+        f"{rows.image(f'o.{_ROW}')} as {BEFORE}, {rows.image(f'n.{_ROW}')} as {AFTER} "
+        f"from ({side(old)}) o full outer join ({new_side}) n on o.{_KEY} = n.{_KEY} "
+        f"where not (o.{_ROW} <=> n.{_ROW}) or {repeated}"
     )
 
 
 def keyless_diff_sql(old: ChangeInput, new: ChangeInput) -> str:
     """Whole-row multiset difference: rows that left are deletes, rows that came are inserts."""
-    old_img = f"select {json_object_sql(old.columns)} as {_IMG} from {old.relation}"
-    new_img = f"select {json_object_sql(new.columns)} as {_IMG} from {new.relation}"
+    rows = _Rows(typed_comparison(old, new))
+    old_rows = f"select {rows.row(old)} as {_ROW} from {old.relation}"
+    new_rows = f"select {rows.row(new)} as {_ROW} from {new.relation}"
     return (
-        f"select 'd' as {OP}, cast(null as string) as {KEY}, {_IMG} as {BEFORE}, "
-        f"cast(null as string) as {AFTER} from ({old_img} except all {new_img}) "
+        f"select 'd' as {OP}, cast(null as string) as {KEY}, {rows.image(_ROW)} as {BEFORE}, "
+        f"cast(null as string) as {AFTER} from ({old_rows} except all {new_rows}) "
         f"union all "
         f"select 'c' as {OP}, cast(null as string) as {KEY}, cast(null as string) as {BEFORE}, "
-        f"{_IMG} as {AFTER} from ({new_img} except all {old_img})"
+        f"{rows.image(_ROW)} as {AFTER} from ({new_rows} except all {old_rows})"
     )
 
 
@@ -98,14 +143,17 @@ def change_set_sql(
     scope_by: Sequence[str] = (),
     ignore_delete: bool = False,
     scope_source: Optional[ChangeInput] = None,
+    mark_duplicates: bool = False,
 ) -> str:
     """The change set from `old` to `new`; with no old rows every new row is an insert.
     `scope_by` limits the old rows to those sharing these columns' values with new rows (or
-    with `scope_source`: the rows a merge was given, deletes included)."""
+    with `scope_source`: the rows a merge was given, deletes included). `mark_duplicates`: see
+    keyed_diff_sql (keyed diffs only)."""
     if old is None:
         sql = inserts_sql(new, unique_key)
     elif unique_key:
-        sql = keyed_diff_sql(scoped_to(old, scope_source or new, scope_by), new, unique_key)
+        sql = keyed_diff_sql(scoped_to(old, scope_source or new, scope_by), new, unique_key,
+                             mark_duplicates)
     else:
         sql = keyless_diff_sql(scoped_to(old, scope_source or new, scope_by), new)
     if ignore_delete:  # log.ignore-delete: the log never carries deletes
@@ -139,6 +187,12 @@ def largest_change_sql(changes_relation: str) -> str:
 
 def non_insert_count_sql(changes_relation: str) -> str:
     return f"select count(*) from {changes_relation} where {OP} <> 'c'"
+
+
+def marked_duplicates_sql(changes_relation: str, limit: int = 3) -> str:
+    """Up to `limit` keys a change set built with mark_duplicates found repeated."""
+    return (f"select distinct {KEY} from {changes_relation} "
+            f"where {OP} = '{OP_DUPLICATE}' limit {limit}")
 
 
 def duplicate_keys_sql(relation: str, unique_key: Sequence[str], limit: int = 3) -> str:

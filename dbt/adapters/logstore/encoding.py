@@ -42,17 +42,31 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def to_json_sql(struct_expr: str) -> str:
+    """Spark SQL rendering a struct expression as one JSON object, by the rules above."""
+    options = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in JSON_OPTIONS.items())
+    return f"to_json({struct_expr}, map({options}))"
+
+
+def named_struct_sql(fields: Sequence[Tuple[str, str]]) -> str:
+    """Spark SQL of a struct of (name, SQL expression) pairs, in that order."""
+    return "named_struct(" + ", ".join(f"{sql_string(name)}, {expr}" for name, expr in fields) + ")"
+
+
+def row_struct_sql(columns: Sequence[str], alias: Optional[str] = None) -> str:
+    """Spark SQL of a struct of the given columns (field order = column order)."""
+    prefix = f"{alias}." if alias else ""
+    return named_struct_sql([(c, prefix + quote_identifier(c)) for c in columns])
+
+
 def json_struct_sql(fields: Sequence[Tuple[str, str]]) -> str:
     """Spark SQL rendering (name, SQL expression) pairs as one JSON object, in that order."""
-    options = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in JSON_OPTIONS.items())
-    pairs = ", ".join(f"{sql_string(name)}, {expr}" for name, expr in fields)
-    return f"to_json(named_struct({pairs}), map({options}))"
+    return to_json_sql(named_struct_sql(fields))
 
 
 def json_object_sql(columns: Sequence[str], alias: Optional[str] = None) -> str:
     """Spark SQL rendering the given columns as one JSON object (field order = column order)."""
-    prefix = f"{alias}." if alias else ""
-    return json_struct_sql([(c, prefix + quote_identifier(c)) for c in columns])
+    return to_json_sql(row_struct_sql(columns, alias))
 
 
 @dataclass(frozen=True)

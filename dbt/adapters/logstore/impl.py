@@ -200,18 +200,19 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_change_sql(
         self, log: LogConfig, new_relation: Any, old_relation: Any = None, scope_by: Any = None,
-        scope_relation: Any = None,
+        scope_relation: Any = None, mark_duplicates: bool = False,
     ) -> str:
-        """SQL of the change set from `old_relation` (None: no old rows) to `new_relation`."""
-        new = changes.ChangeInput(str(new_relation), self._column_names(new_relation))
-        old = None
-        if old_relation is not None:
-            old = changes.ChangeInput(str(old_relation), self._column_names(old_relation))
+        """SQL of the change set from `old_relation` (None: no old rows) to `new_relation`;
+        `mark_duplicates`: the diff also finds repeated keys (logstore_check_change_set fails on
+        them), in place of logstore_check_unique."""
+        new = self._change_input(new_relation)
+        old = self._change_input(old_relation) if old_relation is not None else None
         if isinstance(scope_by, str):
             scope_by = [scope_by]
         source = changes.ChangeInput(str(scope_relation), ()) if scope_relation is not None else None
         return changes.change_set_sql(new, old, log.unique_key, tuple(scope_by or ()),
-                                      ignore_delete=log.ignore_delete, scope_source=source)
+                                      ignore_delete=log.ignore_delete, scope_source=source,
+                                      mark_duplicates=mark_duplicates)
 
     @available.parse_none
     def logstore_upserted_rows_sql(self, log: LogConfig, new_relation: Any, old_relation: Any,
@@ -227,7 +228,12 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_check_change_set(self, log: LogConfig, changes_relation: Any) -> None:
         """Last checks before the table commit: every change fits in one Kafka record, and
-        `log.format: json` without upsert mode gets only inserts."""
+        `log.format: json` without upsert mode gets only inserts (and no key repeats, when the
+        change set was built with mark_duplicates)."""
+        if log.keyed:
+            _, table = self.execute(changes.marked_duplicates_sql(str(changes_relation)), fetch=True)
+            if len(table.rows):
+                raise self._not_unique(log, [row[0] for row in table.rows])
         limit = int(log.client_properties.get("max.request.size", 1048576))
         _, table = self.execute(changes.largest_change_sql(str(changes_relation)), fetch=True)
         if len(table.rows) and int(table.rows[0][1] or 0) + changes.RECORD_OVERHEAD > limit:
@@ -273,12 +279,15 @@ class LogstoreAdapter(SparkAdapter):
         for sql in checks:
             _, table = self.execute(sql, fetch=True)
             if len(table.rows):
-                examples = "; ".join(str(row[0]) for row in table.rows)
-                raise DbtRuntimeError(
-                    f"Model '{log.model}': config 'unique_key' = {list(log.unique_key)} would not "
-                    f"be unique in the table (repeated keys, e.g. {examples}). A logged model with "
-                    f"a unique_key needs exactly one row per key. Nothing was changed."
-                )
+                raise self._not_unique(log, [row[0] for row in table.rows])
+
+    @staticmethod
+    def _not_unique(log: LogConfig, examples: List[Any]) -> DbtRuntimeError:
+        return DbtRuntimeError(
+            f"Model '{log.model}': config 'unique_key' = {list(log.unique_key)} would not be "
+            f"unique in the table (repeated keys, e.g. {'; '.join(str(e) for e in examples)}). "
+            f"A logged model with a unique_key needs exactly one row per key. Nothing was changed."
+        )
 
     # --- after the table commit -----------------------------------------------------------
 
@@ -563,6 +572,11 @@ class LogstoreAdapter(SparkAdapter):
 
     def _column_names(self, relation: Any) -> List[str]:
         return [c.name for c in self.get_columns_in_relation(relation)]
+
+    def _change_input(self, relation: Any) -> changes.ChangeInput:
+        columns = self.get_columns_in_relation(relation)
+        return changes.ChangeInput(str(relation), [c.name for c in columns],
+                                   [c.dtype for c in columns])
 
     def _table_properties(self, relation: Any) -> Dict[str, str]:
         _, table = self.execute(f"show tblproperties {relation}", fetch=True)

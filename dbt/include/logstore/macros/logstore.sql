@@ -73,12 +73,18 @@
 
 
 {#-- The change set from old_relation (none: no old rows) to new_relation, as a table tagged
-     with its change-set id; scope_by limits the old rows (partitions or keys replaced). --#}
-{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id, scope_relation=none) -%}
+     with its change-set id; scope_by limits the old rows (partitions or keys replaced).
+     unique_check: fail before the commit if new_relation repeats a key of a keyed log; with
+     old rows the diff counts keys in its own shuffle, else a query of its own does. --#}
+{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id, scope_relation=none, unique_check=false) -%}
+  {%- set mark_duplicates = unique_check and old_relation is not none -%}
+  {%- if unique_check and not mark_duplicates -%}
+    {%- do adapter.logstore_check_unique(log_config, new_relation) -%}
+  {%- endif -%}
   {%- call statement('logstore_changes') -%}
     create table {{ changes_relation }} using parquet
     tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
-    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation) }}
+    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates) }}
   {%- endcall -%}
   {%- do adapter.logstore_check_change_set(log_config, changes_relation) -%}
 {%- endmacro %}
@@ -124,9 +130,8 @@
     {%- do adapter.drop_relation(staging) -%}
     {%- set staging = upserts -%}
   {%- endif -%}
-  {%- do adapter.logstore_check_unique(log_config, staging) -%}
   {%- set prior = old_relation if (old_relation is not none and old_relation.is_table) else none -%}
-  {%- do logstore_build_changes(log_config, changes, staging, prior) -%}
+  {%- do logstore_build_changes(log_config, changes, staging, prior, unique_check=true) -%}
   {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions,
                           adapter.logstore_row_count(staging)) -%}
 {%- endmacro %}

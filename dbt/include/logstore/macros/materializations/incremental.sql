@@ -44,8 +44,7 @@
       {%- do adapter.logstore_check_unique(log_config, staging, existing_relation) -%}
       {%- do logstore_build_changes(log_config, changes, staging) -%}
     {%- elif strategy == 'insert_overwrite' -%}
-      {%- do adapter.logstore_check_unique(log_config, staging) -%}
-      {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by) -%}
+      {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by, unique_check=true) -%}
     {%- else -%}
       {%- do adapter.logstore_check_unique(log_config, staging) -%}
     {%- endif -%}
