@@ -224,3 +224,36 @@ class TestEveryTypeRoundTrips:
         assert null_row["flag"] is None and null_row["amounts"] == [None, None]
         _run(2)
         assert_contract(kafka_bootstrap_servers, relation, relation)
+
+
+RESHAPED = """
+{{ config(materialized='table', unique_key='id', **{'log.system': 'kafka', 'log.changelog-mode': 'all'}) }}
+{% if var('step', 1) == 1 %}
+select id, cast(id * 10 as int) as amount from range(3) as r(id)
+{% else %}
+select id, cast(id * 10 as bigint) as amount, 'new' as extra from range(2) as r(id)
+{% endif %}
+"""
+
+
+class TestColumnsOrTypesChange:
+    """A rebuild that changes columns or types is diffed by JSON images (typed rows cannot be
+    compared): every row a consumer would see differently is an update."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"reshaped.sql": RESHAPED}
+
+    def test_reshaped_rows_are_updates(self, project, kafka_bootstrap_servers):
+        relation = topic = f"{project.test_schema}.reshaped"
+        _run(1)
+        first = assert_contract(kafka_bootstrap_servers, topic, relation)
+        results = _run(2)
+        second = _new(assert_contract(kafka_bootstrap_servers, topic, relation), first)
+        assert sorted((m.key.decode(), m.envelope["op"]) for m in second) == [
+            ('{"id":0}', "u"), ('{"id":1}', "u"), ('{"id":2}', "d")]
+        assert results[0].adapter_response["rows_mirrored"] == 3
+        # the same shape again: typed comparison, nothing changed, nothing logged
+        results = _run(2)
+        assert results[0].adapter_response["rows_mirrored"] == 0
+        assert_contract(kafka_bootstrap_servers, topic, relation)
