@@ -41,11 +41,9 @@ class Message:
 ISOLATION = {"level": "read_committed"}
 
 
-def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 0.2,
+def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
                timeout_seconds: float = 60.0) -> List[Message]:
-    """Every record of the topic, partition by partition, in offset order (assign(), no group).
-    Done when every partition's position has reached the high watermark of a fetch response
-    (the writes under test have ended before the read starts), after a short idle margin."""
+    """Every record of the topic, partition by partition, in offset order (assign(), no group)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
                              enable_auto_commit=False, isolation_level=ISOLATION["level"])
     try:
