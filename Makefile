@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit functional install bench clean
+.PHONY: demo test unit functional install bench bench-diff clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/mirror.py $(BENCH_ARGS)
+
+# The change-set benchmark (benchmarks/diff.py): a keyed rebuild's diff, JSON images against
+# typed rows, side by side in one Spark session (no broker).
+bench-diff: $(STAMP)
+	$(BIN)/python benchmarks/diff.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) sample_project/target sample_project/logs

@@ -1,0 +1,103 @@
+"""Change-set benchmark: the keyed rebuild's diff, JSON images against typed rows, side by side.
+
+    python benchmarks/diff.py [--rows 1000000] [--repeats 3]
+
+One local Spark session builds an old and a new table (`--rows` rows, 1% of them changed, the
+shape of benchmarks/mirror.py's model) and then times, alternately, the two ways
+dbt/adapters/logstore/changes.py computes a keyed rebuild's change set:
+
+- json:  rows compared by their JSON images, keys checked for repeats by a group-by of their own
+         (the way every keyed diff ran before 2026-11-22; still the way for changed columns or
+         types, or map columns);
+- typed: rows compared as typed structs, JSON rendered only for the changed rows, repeats
+         counted within the diff's own shuffle.
+
+The first round of each is reported apart (code generation and JIT warm-up of a fresh JVM, as in
+a dbt run's first diff); the median of the later rounds is the warm cost. Both must give the
+same change set, which the script checks.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dbt.adapters.logstore import changes  # noqa: E402
+
+ROWS = """select id, concat('customer-', cast(id as string)) as name,
+       cast(id * 1.5 as decimal(12, 2)) as amount,
+       date_add(date'2024-01-01', cast(id % 365 as int)) as day, {note} as note
+from range({rows})"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of each way after the first")
+    args = parser.parse_args()
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    work = Path(tempfile.mkdtemp(prefix="logstore-diff-bench-"))
+    spark = (SparkSession.builder.master("local[2]").appName("logstore-diff-bench")
+             .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+             .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        spark.sql("create table old using parquet as " + ROWS.format(note="'same'", rows=args.rows))
+        spark.sql("create table new using parquet as " + ROWS.format(
+            note="case when id % 100 = 7 then 'changed' else 'same' end", rows=args.rows))
+        fields = spark.table("new").schema.fields
+        columns, types = [f.name for f in fields], [f.dataType.simpleString() for f in fields]
+
+        def json_way() -> None:  # no types known: JSON images; a separate uniqueness query
+            assert not spark.sql(changes.duplicate_keys_sql("new", ["id"])).collect()
+            sql = changes.change_set_sql(changes.ChangeInput("new", columns),
+                                         changes.ChangeInput("old", columns), ["id"])
+            spark.sql("create table changes_json using parquet as " + sql)
+
+        def typed_way() -> None:
+            sql = changes.change_set_sql(changes.ChangeInput("new", columns, types),
+                                         changes.ChangeInput("old", columns, types), ["id"],
+                                         mark_duplicates=True)
+            spark.sql("create table changes_typed using parquet as " + sql)
+            assert not spark.sql(changes.marked_duplicates_sql("changes_typed")).collect()
+
+        ways = {"json": json_way, "typed": typed_way}
+        times = {name: [] for name in ways}
+        for round_ in range(args.repeats + 1):
+            order = list(ways) if round_ % 2 == 0 else list(reversed(list(ways)))
+            for name in order:
+                spark.sql(f"drop table if exists changes_{name}")
+                started = time.monotonic()
+                ways[name]()
+                times[name].append(time.monotonic() - started)
+        a = sorted(map(tuple, spark.table("changes_json").collect()))
+        b = sorted(map(tuple, spark.table("changes_typed").collect()))
+        assert a == b, "the two ways gave different change sets"
+
+        print(f"\nkeyed diff of {args.rows:,} rows, 1% changed ({len(a):,} changes, the same both ways)")
+        print(f"{'way':<8}{'first round s':>15}{'warm median s':>15}")
+        for name in ways:
+            print(f"{name:<8}{times[name][0]:>15.2f}{statistics.median(times[name][1:]):>15.2f}")
+        warm = {n: statistics.median(t[1:]) for n, t in times.items()}
+        print(f"typed / json: first round x{times['typed'][0] / times['json'][0]:.2f}, "
+              f"warm x{warm['typed'] / warm['json']:.2f}")
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
