@@ -125,6 +125,11 @@ def test_keyed_diff_with_same_types_compares_typed_rows_and_renders_json_after()
     ((), TYPES, OLD.columns, False),                                     # types unknown
     (["bigint", "map<string,int>", "string"], ["bigint", "map<string,int>", "string"],
      OLD.columns, False),                                                # maps cannot be compared
+    (["bigint", "variant", "string"], ["bigint", "variant", "string"], OLD.columns, False),
+    (["bigint", "string collate UTF8_LCASE", "string"], ["bigint", "string collate UTF8_LCASE", "string"],
+     OLD.columns, False),                                                # 'a' = 'A' there
+    (["bigint", "struct<m:map<string,int>>", "string"], ["bigint", "struct<m:map<string,int>>", "string"],
+     OLD.columns, False),                                                # nested maps too
 ])
 def test_typed_comparison(old_types, new_types, old_cols, typed):
     old = ChangeInput("o", old_cols, old_types)

@@ -42,14 +42,19 @@ class ChangeInput:
     types: Sequence[str] = ()
 
 
+# Types whose Spark equality is not JSON equality: maps and variants cannot be compared at all,
+# and a collated string may call 'a' and 'A' equal where the log would show a change.
+_NOT_TYPED = ("map<", "variant", "collate")
+
+
 def typed_comparison(old: ChangeInput, new: ChangeInput) -> bool:
     """Whether the rows of both sides can be compared as typed structs: same column names (case
-    included, as the JSON field names are) and types, and no map, which Spark cannot compare."""
+    included, as the JSON field names are) and types, none of them in _NOT_TYPED."""
     old_types = [t.lower().replace(" ", "") for t in old.types]
     new_types = [t.lower().replace(" ", "") for t in new.types]
     return (bool(new_types) and list(old.columns) == list(new.columns)
             and old_types == new_types and len(new_types) == len(new.columns)
-            and not any("map<" in t for t in new_types))
+            and not any(word in t for t in new_types for word in _NOT_TYPED))
 
 
 class _Rows:
