@@ -83,6 +83,28 @@ def test_tail_from_each_start_point(logged):
     assert same_rows(types, apply(snapshots[2][1], since_3), final)
 
 
+def test_tail_normalize_gives_real_update_pairs(logged):
+    root, _, snapshots, _ = logged
+    types, final = snapshots[3]
+    raw = tail(root)
+    assert any(c["op"] == "u" and c["before"] is None for c in raw)  # an upsert log: no before images
+    normalized = tail(root, "--normalize")
+    assert same_rows(types, apply([], normalized), final)
+    state = {}
+    for c in normalized:  # every update and delete carries the row it replaces
+        key = c["key"]["id"]
+        if c["op"] == "c":
+            assert key not in state
+        else:
+            assert c["before"] == state[key], c
+        if c["op"] == "u":
+            assert c["before"] != c["after"]
+        if c["op"] == "d":
+            del state[key]
+        else:
+            state[key] = c["after"]
+
+
 def test_hybrid_read_is_the_table_then_its_changes(logged, spark_thrift_server):
     root, schema, snapshots, _ = logged
     types, final = snapshots[3]
