@@ -2,16 +2,16 @@
 commit's change set, so the diff runs as joins inside Spark and never in the driver.
 
 Every change set has the same four columns:
-  __logstore_op      'c' insert, 'u' update, 'd' delete
+  __logstore_op      'c' insert, 'u' update, 'd' delete ('x': see OP_DUPLICATE)
   __logstore_key     JSON object of the unique_key columns, or NULL for keyless models
   __logstore_before  JSON image of the old row (NULL for inserts)
   __logstore_after   JSON image of the new row (NULL for deletes)
 
 Rows are compared as typed structs when both sides have the same columns with the same types,
 so JSON is rendered only for the rows that changed (rendering every row of both sides was most
-of a keyed rebuild's cost). Otherwise (a changed column set or type, or a map column, which Spark
-cannot compare) they are compared by their JSON images: what a consumer would see, so the change
-of type or columns shows up as a change.
+of a keyed rebuild's cost). Otherwise (a changed column set or type, or a column whose Spark
+equality is not JSON equality, see _NOT_TYPED) they are compared by their JSON images: what a
+consumer would see, so a change of type or columns shows up as a change.
 """
 from __future__ import annotations
 
