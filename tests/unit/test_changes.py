@@ -136,6 +136,29 @@ def test_typed_comparison(old_types, new_types, old_cols, typed):
     assert changes.typed_comparison(old, ChangeInput("n", NEW.columns, new_types)) is typed
 
 
+def test_nested_floats_keep_the_json_path():
+    nested = ["bigint", "array<double>", "struct<x:float>"]
+    assert not changes.typed_comparison(ChangeInput("o", OLD.columns, nested),
+                                        ChangeInput("n", NEW.columns, nested))
+
+
+def test_top_level_floats_are_also_compared_as_text():
+    floats = ["bigint", "string", "double"]
+    sql = keyed_diff_sql(ChangeInput("o", OLD.columns, floats), ChangeInput("n", NEW.columns, floats), ("id",))
+    assert changes.floating_columns(ChangeInput("n", NEW.columns, floats)) == ["amount"]
+    assert ("where not (o.__logstore_row <=> n.__logstore_row) or not "
+            "(cast(o.__logstore_row.`amount` as string) <=> cast(n.__logstore_row.`amount` as string))") in sql
+    assert sql.count("to_json(") == 3  # still typed
+
+
+def test_float_keys_and_keyless_floats_keep_the_json_path():
+    floats = ["double", "string", "bigint"]  # the key `id` is a double here
+    o, n = ChangeInput("o", OLD.columns, floats), ChangeInput("n", NEW.columns, floats)
+    assert f"{json_object_sql(['id'])} as __logstore_k" in keyed_diff_sql(o, n, ("id",))
+    assert "to_json(__logstore_row" not in keyless_diff_sql(o, n)
+    assert keyless_diff_sql(o, n) == keyless_diff_sql(OLD, NEW).replace("db.orders__staged", "n").replace("db.orders", "o")
+
+
 def test_scoping_keeps_the_types():
     assert scoped_to(T_OLD, T_NEW, ("id",)).types == TYPES
 

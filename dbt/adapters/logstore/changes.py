@@ -16,7 +16,7 @@ consumer would see, so a change of type or columns shows up as a change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from dbt.adapters.logstore.encoding import (
     json_object_sql, json_struct_sql, quote_identifier, row_struct_sql, to_json_sql,
@@ -47,14 +47,29 @@ class ChangeInput:
 _NOT_TYPED = ("map<", "variant", "collate")
 
 
+_FLOATING = ("float", "double")
+
+
+def _normal(spark_type: str) -> str:
+    return spark_type.lower().replace(" ", "")
+
+
 def typed_comparison(old: ChangeInput, new: ChangeInput) -> bool:
     """Whether the rows of both sides can be compared as typed structs: same column names (case
-    included, as the JSON field names are) and types, none of them in _NOT_TYPED."""
-    old_types = [t.lower().replace(" ", "") for t in old.types]
-    new_types = [t.lower().replace(" ", "") for t in new.types]
+    included, as the JSON field names are) and types, none of them in _NOT_TYPED, and no float
+    or double inside an array or struct (Spark calls 0.0 and -0.0 equal, JSON does not; a
+    top-level one is compared as text besides, see floating_columns)."""
+    old_types = [_normal(t) for t in old.types]
+    new_types = [_normal(t) for t in new.types]
     return (bool(new_types) and list(old.columns) == list(new.columns)
             and old_types == new_types and len(new_types) == len(new.columns)
-            and not any(word in t for t in new_types for word in _NOT_TYPED))
+            and not any(word in t for t in new_types for word in _NOT_TYPED)
+            and not any("<" in t and any(f in t for f in _FLOATING) for t in new_types))
+
+
+def floating_columns(inp: ChangeInput) -> List[str]:
+    """The columns of type float or double."""
+    return [c for c, t in zip(inp.columns, inp.types) if _normal(t) in _FLOATING]
 
 
 class _Rows:
@@ -106,10 +121,18 @@ def keyed_diff_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str]
     """Insert, update (before and after) or delete per key; unchanged keys produce nothing.
     With `mark_duplicates`, new rows whose key repeats come out as OP_DUPLICATE: the count
     runs within the join's own partitioning, so the uniqueness check costs no extra pass."""
-    rows = _Rows(typed_comparison(old, new))
+    floating = floating_columns(new)
+    # a float key would join 0.0 with -0.0, which are two keys in the log
+    rows = _Rows(typed_comparison(old, new) and not set(unique_key) & set(floating))
 
     def side(inp: ChangeInput) -> str:
         return f"select {rows.key(unique_key)} as {_KEY}, {rows.row(inp)} as {_ROW} from {inp.relation}"
+
+    differs = f"not (o.{_ROW} <=> n.{_ROW})"
+    if rows.typed:  # 0.0 and -0.0 are equal as values, not as JSON: compare their texts too
+        for column in floating:
+            o, n = (f"cast({alias}.{_ROW}.{quote_identifier(column)} as string)" for alias in "on")
+            differs += f" or not ({o} <=> {n})"
 
     new_side, repeated = side(new), "false"
     if mark_duplicates:
@@ -123,13 +146,14 @@ def keyed_diff_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str]
         f"{rows.image(f'coalesce(n.{_KEY}, o.{_KEY})')} as {KEY}, "
         f"{rows.image(f'o.{_ROW}')} as {BEFORE}, {rows.image(f'n.{_ROW}')} as {AFTER} "
         f"from ({side(old)}) o full outer join ({new_side}) n on o.{_KEY} = n.{_KEY} "
-        f"where not (o.{_ROW} <=> n.{_ROW}) or {repeated}"
+        f"where {differs} or {repeated}"
     )
 
 
 def keyless_diff_sql(old: ChangeInput, new: ChangeInput) -> str:
-    """Whole-row multiset difference: rows that left are deletes, rows that came are inserts."""
-    rows = _Rows(typed_comparison(old, new))
+    """Whole-row multiset difference: rows that left are deletes, rows that came are inserts.
+    (EXCEPT ALL calls 0.0 and -0.0 equal, so float columns keep it on JSON images.)"""
+    rows = _Rows(typed_comparison(old, new) and not floating_columns(new))
     old_rows = f"select {rows.row(old)} as {_ROW} from {old.relation}"
     new_rows = f"select {rows.row(new)} as {_ROW} from {new.relation}"
     return (
