@@ -10,10 +10,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.functional.contract import rows_state
-from tests.functional.fault_project import dbt
+from tests.functional.fault_project import dbt, write_project
 from tests.functional.test_downstream import ORDERS
 
 CLI = str(Path(sys.executable).parent / "dbt-logstore")
@@ -42,16 +41,8 @@ def logged(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_server):
     """The orders model run three times; the table's rows after each snapshot."""
     root = tmp_path_factory.mktemp("consuming_project")
     schema = f"consuming_{uuid.uuid4().hex[:8]}"
-    (root / "models").mkdir()
-    (root / "models" / "orders.sql").write_text(ORDERS.replace(
-        "log_system='kafka'", f"log_system='kafka', kafka_topic='orders_{schema}'"))
-    (root / "dbt_project.yml").write_text(yaml.safe_dump(
-        {"name": "consuming", "version": "1.0", "profile": "consuming", "config-version": 2}))
-    (root / "profiles.yml").write_text(yaml.safe_dump({"consuming": {"target": "dev", "outputs": {"dev": {
-        "type": "logstore", "method": "thrift", "host": spark_thrift_server.host,
-        "port": spark_thrift_server.port, "schema": schema, "threads": 1,
-        "kafka_bootstrap_servers": kafka_bootstrap_servers, "connect_retries": 3,
-        "connect_timeout": 5, "poll_interval": 1}}}}))
+    orders = ORDERS.replace("log_system='kafka'", f"log_system='kafka', kafka_topic='orders_{schema}'")
+    write_project(root, schema, kafka_bootstrap_servers, spark_thrift_server, models={"orders": orders})
     snapshots, times = {}, {}
     for step in (1, 2, 3):
         times[step] = int(time.time() * 1000)

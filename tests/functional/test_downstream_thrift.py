@@ -7,10 +7,9 @@ import json
 import uuid
 
 import pytest
-import yaml
 
 from tests.functional.contract import replay_confirmed, rows_state
-from tests.functional.fault_project import dbt
+from tests.functional.fault_project import dbt, write_project
 from tests.functional.test_downstream import BIG_ORDERS, ORDERS, RECOMPUTED
 
 
@@ -18,16 +17,8 @@ from tests.functional.test_downstream import BIG_ORDERS, ORDERS, RECOMPUTED
 def project_root(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_server):
     root = tmp_path_factory.mktemp("downstream_thrift")
     schema = f"downstream_{uuid.uuid4().hex[:8]}"
-    (root / "models").mkdir()
-    (root / "models" / "orders.sql").write_text(ORDERS)
-    (root / "models" / "big_orders.sql").write_text(BIG_ORDERS)
-    (root / "dbt_project.yml").write_text(yaml.safe_dump(
-        {"name": "downstream", "version": "1.0", "profile": "downstream", "config-version": 2}))
-    (root / "profiles.yml").write_text(yaml.safe_dump({"downstream": {"target": "dev", "outputs": {"dev": {
-        "type": "logstore", "method": "thrift", "host": spark_thrift_server.host,
-        "port": spark_thrift_server.port, "schema": schema, "threads": 1,
-        "kafka_bootstrap_servers": kafka_bootstrap_servers, "connect_retries": 3,
-        "connect_timeout": 5, "poll_interval": 1}}}}))
+    write_project(root, schema, kafka_bootstrap_servers, spark_thrift_server,
+                  models={"orders": ORDERS, "big_orders": BIG_ORDERS})
     return root, schema
 
 

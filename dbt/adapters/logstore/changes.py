@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from dbt.adapters.logstore.encoding import (
-    json_object_sql, json_struct_sql, quote_identifier, row_struct_sql, to_json_sql,
+    json_object_sql, quote_identifier, row_struct_sql, to_json_sql,
 )
 
 OP, KEY, BEFORE, AFTER = "__logstore_op", "__logstore_key", "__logstore_before", "__logstore_after"
