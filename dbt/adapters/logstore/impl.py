@@ -226,11 +226,12 @@ class LogstoreAdapter(SparkAdapter):
         )
 
     @available.parse_none
-    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any) -> None:
-        """Last checks before the table commit: every change fits in one Kafka record, and
-        `log.format: json` without upsert mode gets only inserts (and no key repeats, when the
-        change set was built with mark_duplicates)."""
-        if log.keyed:
+    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
+                                  marked_duplicates: bool = False) -> None:
+        """Last checks before the table commit: no key repeats (when the change set was built
+        with mark_duplicates), every change fits in one Kafka record, and `log.format: json`
+        without upsert mode gets only inserts."""
+        if marked_duplicates and log.keyed:
             _, table = self.execute(changes.marked_duplicates_sql(str(changes_relation)), fetch=True)
             if len(table.rows):
                 raise self._not_unique(log, [row[0] for row in table.rows])

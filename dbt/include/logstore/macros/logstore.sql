@@ -86,7 +86,7 @@
     tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
     as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates) }}
   {%- endcall -%}
-  {%- do adapter.logstore_check_change_set(log_config, changes_relation) -%}
+  {%- do adapter.logstore_check_change_set(log_config, changes_relation, mark_duplicates) -%}
 {%- endmacro %}
 
 
