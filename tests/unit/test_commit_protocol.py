@@ -8,6 +8,7 @@ import time
 import pytest
 
 from dbt.adapters.logstore import commit_protocol, faults, log_system
+from dbt.adapters.logstore.log_config import _servers
 from dbt.adapters.logstore.commit_protocol import (
     CARRIED,
     CHANGESET_ID,
@@ -23,7 +24,6 @@ from dbt.adapters.logstore.commit_protocol import (
     TOPIC_PARTITIONS,
     Snapshot,
     TableRef,
-    _servers,
     confirmation_record,
     log_is_new,
     parse_properties,
@@ -185,9 +185,13 @@ def test_write_change_set_sends_every_row(fake_system):
     (writer,) = fake_system.writers
     assert writer.writer_id == "analytics.orders"
     assert writer.log is LOG
-    assert [s[0] for s in writer.sent] == [b'{"id":1}', b'{"id":2}', b'{"id":3}']
+    # a keyed delete is a `d` event followed by a tombstone of its key (Debezium's convention)
+    assert [s[0] for s in writer.sent] == [b'{"id":1}', b'{"id":2}', b'{"id":3}', b'{"id":3}']
+    assert writer.sent[3][1] is None
+    assert dict(writer.headers[3])["logstore.tombstone"] == b"after-delete"
+    assert "logstore.tombstone" not in dict(writer.headers[2])
 
-    values = [json.loads(s[1]) for s in writer.sent]
+    values = [json.loads(s[1]) for s in writer.sent[:3]]
     assert [v["op"] for v in values] == ["c", "u", "d"]
     assert values[0]["before"] is None and values[0]["after"] == {"id": 1, "v": "a"}
     assert values[1]["before"] == {"id": 2, "v": "b"} and values[1]["after"] == {"id": 2, "v": "B"}
@@ -200,13 +204,13 @@ def test_write_change_set_sends_every_row(fake_system):
 
     # route: the after image, else the before image
     assert [s[2] for s in writer.sent] == [b'{"id":1,"v":"a"}', b'{"id":2,"v":"B"}',
-                                           b'{"id":3,"v":"c"}']
+                                           b'{"id":3,"v":"c"}', b'{"id":3,"v":"c"}']
     assert writer.committed == 1
     assert writer.aborted == 0
     assert isinstance(result, Snapshot)
-    assert result.records == 3
+    assert result.records == 4  # the delete and its tombstone
     assert result.id == 1
-    assert result.written == writer.result.offsets == {0: (0, 3)}
+    assert result.written == writer.result.offsets == {0: (0, 4)}
 
 
 def test_write_change_set_keyless_rows(fake_system):
@@ -233,7 +237,7 @@ def test_write_change_set_empty(fake_system):
 
 def test_write_change_set_accepts_generator(fake_system):
     result = write_change_set(LOG, TABLE, (row for row in ROWS), PREVIOUS, CHANGESET)
-    assert result.records == 3
+    assert result.records == 4
 
 
 def test_send_failure_aborts_and_propagates(fake_system):
@@ -298,7 +302,8 @@ UPSERT_LOG = LogConfig(model="orders_model", system="fake", topic="analytics.ord
 def test_write_change_set_all_mode_sends_deletes_as_envelopes(fake_system):
     write_change_set(LOG, TABLE, ROWS, PREVIOUS, CHANGESET)
     values = [s[1] for s in fake_system.writers[0].sent]
-    assert all(v is not None for v in values)  # no tombstones outside upsert mode
+    assert json.loads(values[2])["op"] == "d"  # the delete itself is an event with its row
+    assert values[3] is None  # then the tombstone, for compaction only
 
 
 def test_write_change_set_upsert_sends_tombstones_for_deletes(fake_system):
@@ -668,10 +673,13 @@ def expected_headers(snapshot_id, attempt, changeset=CHANGESET):
 def test_write_change_set_sends_headers_on_every_record(fake_system):
     snapshot = write_change_set(LOG, TABLE, ROWS, Snapshot(id=4), "run-5")
     (writer,) = fake_system.writers
-    assert len(writer.headers) == len(writer.sent) == 3
-    for headers in writer.headers:
+    assert len(writer.headers) == len(writer.sent) == 4
+    for headers in writer.headers[:3]:
         assert headers == expected_headers(5, snapshot.attempt, "run-5")
         assert all(isinstance(name, str) and isinstance(v, bytes) for name, v in headers)
+    # the tombstone after the delete: the same headers, and the one that marks it
+    assert writer.headers[3] == expected_headers(5, snapshot.attempt, "run-5") + (
+        ("logstore.tombstone", b"after-delete"),)
 
 
 def test_write_change_set_headers_on_tombstones_and_keyless_records(fake_system):
@@ -691,11 +699,11 @@ def test_write_change_set_returns_the_next_snapshot(fake_system):
     assert snapshot.id == 7  # previous.id + 1
     assert re.fullmatch(r"[0-9a-f]{32}", snapshot.attempt)  # uuid4 hex
     assert snapshot.attempt != previous.attempt
-    assert snapshot.records == 3
+    assert snapshot.records == 4  # the delete of id 3 is followed by its tombstone
     # id 2 -> partition 0, ids 1 and 3 -> partition 1: [first, next) this commit
-    assert snapshot.written == {0: (100, 101), 1: (50, 52)}
+    assert snapshot.written == {0: (100, 101), 1: (50, 53)}
     # after it: this commit's next offsets; partition 2 unchanged from the previous snapshot
-    assert snapshot.end_offsets == {0: 101, 1: 52, 2: 9}
+    assert snapshot.end_offsets == {0: 101, 1: 53, 2: 9}
     assert previous.end_offsets == {0: 100, 1: 50, 2: 9}
 
 
@@ -703,7 +711,7 @@ def test_write_change_set_snapshot_ids_follow_the_previous_snapshot(fake_system)
     first = write_change_set(LOG, TABLE, ROWS[:1], PREVIOUS, "run-1")
     second = write_change_set(LOG, TABLE, ROWS[1:], first, "run-2")
     assert (first.id, second.id) == (1, 2)
-    assert second.end_offsets == {0: 2}  # each fake writer starts at offset 0
+    assert second.end_offsets == {0: 3}  # each fake writer starts at offset 0 (u, d, tombstone)
 
 
 def test_write_change_set_each_call_is_a_new_attempt(fake_system):
@@ -745,9 +753,9 @@ def test_commit_receives_a_confirmation_callable(fake_system):
     assert record["changeset"] == "run-2"
     assert record["attempt"] == snapshot.attempt
     assert record["attempt"].encode() == dict(writer.headers[0])[H_ATTEMPT]
-    assert record["records"] == 3
-    assert record["offsets"] == {"0": [40, 42]}
-    assert record["end_offsets"] == {"0": 43, "3": 8}
+    assert record["records"] == 4
+    assert record["offsets"] == {"0": [40, 43]}
+    assert record["end_offsets"] == {"0": 44, "3": 8}
     assert record["ts_ms"] >= before
     # the snapshot returned is the one the confirmation states
     assert snapshot == Snapshot.from_confirmation(record)
@@ -800,7 +808,7 @@ def test_no_mid_log_write_crash_for_a_single_record(fake_system, monkeypatch, cr
 def test_crash_after_log_commit(fake_system, monkeypatch, crash_log):
     monkeypatch.setenv(faults.ENV, "after_log_commit")
     write_change_set(LOG, TABLE, ROWS, PREVIOUS, CHANGESET)
-    assert crash_log == [(75, 3, 1)]  # committed (and confirmed), then the process dies
+    assert crash_log == [(75, 4, 1)]  # committed (and confirmed), then the process dies
 
 
 def test_no_crash_without_fault_injection(fake_system, crash_log):
@@ -812,6 +820,7 @@ def test_no_crash_without_fault_injection(fake_system, crash_log):
 
 from dbt_common.exceptions import DbtRuntimeError as _RuntimeError  # noqa: E402
 
+from dbt.adapters.logstore.log_config import _servers
 from dbt.adapters.logstore.commit_protocol import (  # noqa: E402
     INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, recovery_action as _action)
 

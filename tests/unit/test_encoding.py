@@ -7,24 +7,28 @@ import pytest
 
 from dbt.adapters.logstore.__version__ import version
 from dbt.adapters.logstore.encoding import (
-    JSON_OPTIONS,
+    DEFAULT_IMAGES,
+    H_TOMBSTONE,
+    TIMESTAMP_ISO,
     OP_DELETE,
     OP_INSERT,
     OP_UPDATE,
     OPS,
     EnvelopeWriter,
     RecordEncoder,
+    JsonImages,
+    is_tombstone_after_delete,
     json_object_sql,
-    json_struct_sql,
     key_bytes,
     quote_identifier,
     sql_string,
 )
 
+# The default (SQL) timestamp standard, always rendered in UTC.
 OPTIONS_SQL = (
     "map('ignoreNullFields', 'false', 'dateFormat', 'yyyy-MM-dd', "
-    "'timestampFormat', 'yyyy-MM-dd\\'T\\'HH:mm:ss.SSSSSSXXX', "
-    "'timestampNTZFormat', 'yyyy-MM-dd\\'T\\'HH:mm:ss.SSSSSS')"
+    "'timestampFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSSXXX', "
+    "'timestampNTZFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSS', 'timeZone', 'UTC')"
 )
 
 
@@ -66,20 +70,37 @@ def test_sql_string_has_no_unescaped_inner_quote():
 
 
 def test_json_options_keep_nulls():
-    assert JSON_OPTIONS["ignoreNullFields"] == "false"
+    assert DEFAULT_IMAGES.options()["ignoreNullFields"] == "false"
 
 
-def test_json_struct_sql_shape():
-    sql = json_struct_sql([("id", "o.`id`"), ("amount", "cast(x as decimal(10,2))")])
-    assert sql == (
-        "to_json(named_struct('id', o.`id`, 'amount', cast(x as decimal(10,2))), "
-        + OPTIONS_SQL + ")"
-    )
+def test_json_options_fix_the_zone_to_utc_whatever_the_session():
+    for images in (JsonImages(), JsonImages(TIMESTAMP_ISO)):
+        assert images.options()["timeZone"] == "UTC"
 
 
-def test_json_struct_sql_escapes_field_names():
-    sql = json_struct_sql([("it's", "`it's`")])
-    assert sql.startswith("to_json(named_struct('it\\'s', `it's`), map(")
+def test_timestamp_standards_differ_only_in_the_separator():
+    sql, iso = JsonImages().options(), JsonImages(TIMESTAMP_ISO).options()
+    assert sql["timestampFormat"] == "yyyy-MM-dd HH:mm:ss.SSSSSSXXX"
+    assert iso["timestampFormat"] == "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+    assert sql["timestampNTZFormat"] == "yyyy-MM-dd HH:mm:ss.SSSSSS"
+    assert iso["timestampNTZFormat"] == "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
+
+
+def test_from_json_uses_the_writers_options():
+    sql = JsonImages(TIMESTAMP_ISO).from_json_sql("value", "struct<a: int>")
+    assert sql.startswith("from_json(value, 'struct<a: int>', map(")
+    assert "yyyy-MM-dd\\'T\\'HH:mm:ss.SSSSSSXXX" in sql
+
+
+def test_plain_decimals_cast_decimal_columns_to_text():
+    sql = JsonImages(plain_decimals=True).object_sql(["id", "amount"], types=["int", "decimal(20,10)"])
+    assert sql.startswith("concat('{\"id\":', substr(to_json(named_struct('v', `id`)")
+    assert "coalesce(cast(`amount` as string), 'null')" in sql and sql.endswith(", '}')")
+
+
+def test_plain_decimals_without_decimal_columns_is_plain_to_json():
+    images = JsonImages(plain_decimals=True)
+    assert images.object_sql(["id"], types=["int"]) == DEFAULT_IMAGES.object_sql(["id"])
 
 
 def test_json_object_sql_quotes_columns_in_order():
@@ -190,8 +211,8 @@ ROW_BEFORE = '{"id":1,"v":"old"}'
 ROW_AFTER = '{"id":1,"v":"new"}'
 
 
-def encoder(writer, format="debezium-json", upsert=False):
-    return RecordEncoder(writer, format=format, upsert=upsert)
+def encoder(writer, format="debezium-json", upsert=False, keyed=False):
+    return RecordEncoder(writer, format=format, upsert=upsert, keyed=keyed)
 
 
 def test_record_encoder_defaults_are_debezium_all(writer):
@@ -285,3 +306,19 @@ def test_record_encoder_is_immutable(writer):
     with pytest.raises(dataclasses.FrozenInstanceError):
         enc.upsert = False
     assert enc.upsert is True
+
+
+@pytest.mark.parametrize("format,upsert,keyed,expected", [
+    ("debezium-json", False, True, True),    # a keyed Debezium stream: d, then its tombstone
+    ("debezium-json", False, False, False),  # keyless: no key to forget
+    ("json", True, True, False),             # upsert: the tombstone is the delete itself
+    ("debezium-json", True, True, False),    # the pre-0.4 keyed shape: tombstone only
+])
+def test_tombstone_after_delete(writer, format, upsert, keyed, expected):
+    assert encoder(writer, format, upsert, keyed).tombstone_after_delete is expected
+
+
+def test_is_tombstone_after_delete_reads_the_header():
+    assert is_tombstone_after_delete([("logstore.table", b"t"), (H_TOMBSTONE, b"after-delete")])
+    assert not is_tombstone_after_delete([("logstore.table", b"t")])
+    assert not is_tombstone_after_delete(None)

@@ -4,6 +4,7 @@ import pytest
 from dbt.adapters.logstore.log_config import (
     CONTROL_TOPIC_SUFFIX,
     LogConfig,
+    continue_stored_shape,
     LogConfigError,
     ModelRef,
     control_topic_for,
@@ -331,8 +332,10 @@ def test_table_properties_of_enabled_log():
         "kafka.topic": "custom.topic",
         "kafka.bootstrap.servers": "model-broker:9093",
         "log.consistency": "eventual",
-        "log.changelog-mode": "upsert",
+        "log.changelog-mode": "all",
         "log.format": "debezium-json",
+        "log.timestamp-format.standard": "SQL",
+        "log.encode.decimal-as-plain-number": "false",
         "log.key.format": "json",
         "log.ignore-delete": "false",
         "log.system.partitions": "6",
@@ -379,11 +382,99 @@ def test_client_properties_do_not_affect_equality():
 # --- the full option surface (changelog modes, formats, pass-through, Amoro spellings) ------
 
 
-def test_changelog_mode_auto_follows_the_key():
+def test_changelog_mode_auto_is_all_for_debezium_json():
+    # a Debezium change stream (before images, `d` events) whatever the key: what Flink's
+    # debezium-json and Kafka Connect's Debezium sinks read
     assert resolve({"log.system": "kafka"}).changelog_mode == "all"
-    assert resolve({"log.system": "kafka", "unique_key": "id"}).changelog_mode == "upsert"
+    assert resolve({"log.system": "kafka", "unique_key": "id"}).changelog_mode == "all"
     assert resolve({"log.system": "kafka", "unique_key": "id",
                     "log_changelog_mode": "all"}).changelog_mode == "all"
+
+
+def test_changelog_mode_auto_is_upsert_for_keyed_json():
+    # the shape of Flink's upsert-kafka: the row by key, deletes as tombstones
+    log = resolve({"log.system": "kafka", "unique_key": "id", "log.format": "json"})
+    assert log.changelog_mode == "upsert" and log.mode_requested == "auto"
+
+
+def test_debezium_json_upsert_is_refused_at_parse_time():
+    message = error_of({"log.system": "kafka", "unique_key": "id", "log.changelog-mode": "upsert"})
+    assert "Model 'orders_model'" in message and "'log.changelog-mode' = 'upsert'" in message
+    assert "debezium-json" in message and "Allowed:" in message and "upsert-kafka" in message
+
+
+def test_json_without_upsert_is_refused_where_rows_change():
+    # a table model replaces its rows: bare rows cannot say that one was deleted
+    message = error_of({"log.system": "kafka", "log.format": "json"})
+    assert "Model 'orders_model'" in message and "'log.format' = 'json'" in message
+    assert "materialized='table'" in message and "Allowed:" in message
+    message = error_of({"log.system": "kafka", "unique_key": "id", "log.format": "json",
+                        "log.changelog-mode": "all"})
+    assert "'log.format' = 'json'" in message
+
+
+def test_json_without_upsert_is_allowed_on_incremental_append():
+    ref = ModelRef(name="m", schema="s", alias="m", materialized="incremental",
+                   incremental_strategy="append")
+    log = resolve_log_config(ref, {"log.system": "kafka", "log.format": "json"},
+                             profile_bootstrap_servers="b:9092")
+    assert log.changelog_mode == "all" and log.format == "json"
+
+
+@pytest.mark.parametrize("value,expected", [("SQL", "SQL"), ("sql", "SQL"),
+                                            ("ISO-8601", "ISO-8601"), ("iso-8601", "ISO-8601")])
+def test_timestamp_standard(value, expected):
+    log = resolve({"log.system": "kafka", "log_timestamp_format_standard": value})
+    assert log.timestamp_standard == expected and log.timestamp_standard_given
+    assert log.images.timestamps == expected
+
+
+def test_timestamp_standard_defaults_to_sql_and_is_validated():
+    log = resolve({"log.system": "kafka"})
+    assert log.timestamp_standard == "SQL" and not log.timestamp_standard_given
+    message = error_of({"log.system": "kafka", "log.timestamp-format.standard": "RFC3339"})
+    assert "'log.timestamp-format.standard'" in message and "SQL, ISO-8601" in message
+
+
+def test_decimal_as_plain_number():
+    assert resolve({"log.system": "kafka", "log.encode.decimal-as-plain-number": True}).images.plain_decimals
+    assert not resolve({"log.system": "kafka"}).images.plain_decimals
+    assert "true, false" in error_of({"log.system": "kafka", "log_encode_decimal_as_plain_number": "yes"})
+
+
+# --- a log that goes on keeps its shape ------------------------------------------------------
+
+STORED = {"log.system": "kafka", "kafka.topic": "analytics.orders", "kafka.bootstrap.servers": SERVERS}
+
+
+def test_continuing_log_keeps_the_pre_0_4_keyed_shape_under_auto():
+    log = resolve({"log.system": "kafka", "unique_key": "id"})
+    kept, warnings = continue_stored_shape(log, {**STORED, "log.changelog-mode": "upsert"})
+    assert kept.changelog_mode == "upsert" and kept.upsert
+    assert kept.timestamp_standard == "ISO-8601"  # recorded before the option existed
+    assert any("Flink's debezium-json cannot read" in w and "new 'kafka.topic'" in w for w in warnings)
+    assert any("ISO-8601" in w for w in warnings)
+
+
+def test_continuing_log_with_recorded_shape_has_nothing_to_say():
+    log = resolve({"log.system": "kafka", "unique_key": "id"})
+    props = {**STORED, "log.changelog-mode": "all", "log.timestamp-format.standard": "SQL"}
+    assert continue_stored_shape(log, props) == (log, [])
+
+
+def test_new_topic_takes_the_new_defaults():
+    log = resolve({"log.system": "kafka", "unique_key": "id", "kafka.topic": "other"})
+    kept, warnings = continue_stored_shape(log, {**STORED, "log.changelog-mode": "upsert"})
+    assert kept.changelog_mode == "all" and warnings == []
+
+
+def test_explicit_change_of_a_recorded_shape_is_an_error():
+    log = resolve({"log.system": "kafka", "unique_key": "id", "log.changelog-mode": "all"})
+    with pytest.raises(LogConfigError, match="changed from 'upsert' to 'all'"):
+        continue_stored_shape(log, {**STORED, "log.changelog-mode": "upsert"})
+    log = resolve({"log.system": "kafka", "log.timestamp-format.standard": "SQL"})
+    with pytest.raises(LogConfigError, match="changed from 'ISO-8601' to 'SQL'"):
+        continue_stored_shape(log, {**STORED, "log.changelog-mode": "all"})
 
 
 def test_upsert_without_key_fails():

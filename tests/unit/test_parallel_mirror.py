@@ -74,17 +74,19 @@ def test_parallel_attempt_is_written_by_tasks_and_confirmed_by_the_driver(writer
     # every record: the four headers plus its writer; one attempt for all tasks
     headers = [dict(h) for w in (task0, task1) for h in w.headers]
     assert {h[H_ATTEMPT] for h in headers} == {snapshot.attempt.encode()}
-    assert [h[H_WRITER] for h in headers] == [b"task-0.0", b"task-0.0", b"task-1.0"]
+    # (task 1's delete is followed by its tombstone, written by the same task)
+    assert [h[H_WRITER] for h in headers] == [b"task-0.0", b"task-0.0", b"task-1.0", b"task-1.0"]
     assert all(h["logstore.snapshot"] == b"5" for h in headers)
     key, value = coordinator.confirmation
     confirmed = json.loads(value)
     assert key == b"analytics.orders"
-    assert confirmed["records"] == 3 and confirmed["snapshot"] == 5
-    # keys {"id":1}, {"id":3} -> partition 1; {"id":2} -> partition 0 (the fake partitioner)
-    assert confirmed["writers"] == {"task-0.0": {"0": [0, 0], "1": [0, 0]}, "task-1.0": {"1": [1, 1]}}
-    assert confirmed["offsets"] == {"0": [0, 0], "1": [0, 1]}
-    assert confirmed["end_offsets"] == {"0": 1, "1": 2, "5": 3}
-    assert snapshot.id == 5 and snapshot.records == 3
+    assert confirmed["records"] == 4 and confirmed["snapshot"] == 5
+    # keys {"id":1}, {"id":3} -> partition 1; {"id":2} -> partition 0 (the fake partitioner);
+    # task 1 writes the delete of {"id":3} and its tombstone
+    assert confirmed["writers"] == {"task-0.0": {"0": [0, 0], "1": [0, 0]}, "task-1.0": {"1": [1, 2]}}
+    assert confirmed["offsets"] == {"0": [0, 0], "1": [0, 2]}
+    assert confirmed["end_offsets"] == {"0": 1, "1": 3, "5": 3}
+    assert snapshot.id == 5 and snapshot.records == 4
 
 
 def test_a_failed_task_aborts_the_attempt_unconfirmed(writers):

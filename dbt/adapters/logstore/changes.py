@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from dbt.adapters.logstore.encoding import (
-    json_object_sql, quote_identifier, row_struct_sql, to_json_sql,
+    DEFAULT_IMAGES, JsonImages, json_object_sql, quote_identifier, row_struct_sql,
 )
 
 OP, KEY, BEFORE, AFTER = "__logstore_op", "__logstore_key", "__logstore_before", "__logstore_after"
@@ -67,6 +67,12 @@ def typed_comparison(old: ChangeInput, new: ChangeInput) -> bool:
             and not any("<" in t and any(f in t for f in _FLOATING) for t in new_types))
 
 
+def _types_of(inp: ChangeInput, columns: Sequence[str]) -> List[str]:
+    """The types of some of a side's columns ('' where unknown)."""
+    types = dict(zip(inp.columns, inp.types))
+    return [types.get(c, "") for c in columns]
+
+
 def floating_columns(inp: ChangeInput) -> List[str]:
     """The columns of type float or double."""
     return [c for c, t in zip(inp.columns, inp.types) if _normal(t) in _FLOATING]
@@ -76,18 +82,28 @@ class _Rows:
     """How a diff holds a side's rows: typed structs (JSON rendered for changed rows only) or
     JSON images."""
 
-    def __init__(self, typed: bool) -> None:
-        self.typed = typed
+    def __init__(self, typed: bool, images: JsonImages) -> None:
+        self.typed, self.images = typed, images
 
     def row(self, inp: ChangeInput) -> str:
-        return row_struct_sql(inp.columns) if self.typed else json_object_sql(inp.columns)
+        return row_struct_sql(inp.columns) if self.typed else self.images.object_sql(inp.columns, types=inp.types)
 
-    def key(self, unique_key: Sequence[str]) -> str:
+    def key(self, inp: ChangeInput, unique_key: Sequence[str]) -> str:
         # one join column: equal structs (or JSON texts) are equal keys, nulls included
-        return row_struct_sql(unique_key) if self.typed else json_object_sql(unique_key)
+        if self.typed:
+            return row_struct_sql(unique_key)
+        return self.images.object_sql(unique_key, types=_types_of(inp, unique_key))
 
-    def image(self, row: str) -> str:
-        return to_json_sql(row) if self.typed else row
+    def image(self, row: str, inp: ChangeInput, columns: Sequence[str]) -> str:
+        """The JSON image of a typed row (`columns` of `inp`), or the image itself."""
+        if not self.typed:
+            return row
+        if self.images.plain_decimals and any("decimal" in _normal(t) for t in _types_of(inp, columns)):
+            fields = [(c, f"{row}.{quote_identifier(c)}") for c in columns]
+            # a null row stays null (absent side of the diff), not an object of nulls
+            return (f"case when {row} is null then cast(null as string) else "
+                    f"{self.images.object_sql([f for f, _ in fields], alias=f'({row})', types=_types_of(inp, columns))} end")
+        return self.images.to_json_sql(row)
 
 
 def scoped_to(old: ChangeInput, new: ChangeInput, scope_by: Sequence[str]) -> ChangeInput:
@@ -107,26 +123,28 @@ def scoped_to(old: ChangeInput, new: ChangeInput, scope_by: Sequence[str]) -> Ch
     )
 
 
-def inserts_sql(new: ChangeInput, unique_key: Sequence[str] = ()) -> str:
+def inserts_sql(new: ChangeInput, unique_key: Sequence[str] = (),
+                images: JsonImages = DEFAULT_IMAGES) -> str:
     """Every new row as an insert (first build, incremental append)."""
-    key = json_object_sql(unique_key) if unique_key else "cast(null as string)"
+    key = (images.object_sql(unique_key, types=_types_of(new, unique_key)) if unique_key
+           else "cast(null as string)")
     return (
         f"select 'c' as {OP}, {key} as {KEY}, cast(null as string) as {BEFORE}, "
-        f"{json_object_sql(new.columns)} as {AFTER} from {new.relation}"
+        f"{images.object_sql(new.columns, types=new.types)} as {AFTER} from {new.relation}"
     )
 
 
 def keyed_diff_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str],
-                   mark_duplicates: bool = False) -> str:
+                   mark_duplicates: bool = False, images: JsonImages = DEFAULT_IMAGES) -> str:
     """Insert, update (before and after) or delete per key; unchanged keys produce nothing.
     With `mark_duplicates`, new rows whose key repeats come out as OP_DUPLICATE: the count
     runs within the join's own partitioning, so the uniqueness check costs no extra pass."""
     floating = floating_columns(new)
     # a float key would join 0.0 with -0.0, which are two keys in the log
-    rows = _Rows(typed_comparison(old, new) and not set(unique_key) & set(floating))
+    rows = _Rows(typed_comparison(old, new) and not set(unique_key) & set(floating), images)
 
     def side(inp: ChangeInput) -> str:
-        return f"select {rows.key(unique_key)} as {_KEY}, {rows.row(inp)} as {_ROW} from {inp.relation}"
+        return f"select {rows.key(inp, unique_key)} as {_KEY}, {rows.row(inp)} as {_ROW} from {inp.relation}"
 
     differs = f"not (o.{_ROW} <=> n.{_ROW})"
     if rows.typed:  # 0.0 and -0.0 are equal as values, not as JSON: compare their texts too
@@ -143,25 +161,26 @@ def keyed_diff_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[str]
     return (
         f"select case when {repeated} then '{OP_DUPLICATE}' when o.{_ROW} is null then 'c' "
         f"when n.{_ROW} is null then 'd' else 'u' end as {OP}, "
-        f"{rows.image(f'coalesce(n.{_KEY}, o.{_KEY})')} as {KEY}, "
-        f"{rows.image(f'o.{_ROW}')} as {BEFORE}, {rows.image(f'n.{_ROW}')} as {AFTER} "
+        f"{rows.image(f'coalesce(n.{_KEY}, o.{_KEY})', new, unique_key)} as {KEY}, "
+        f"{rows.image(f'o.{_ROW}', old, old.columns)} as {BEFORE}, "
+        f"{rows.image(f'n.{_ROW}', new, new.columns)} as {AFTER} "
         f"from ({side(old)}) o full outer join ({new_side}) n on o.{_KEY} = n.{_KEY} "
         f"where {differs} or {repeated}"
     )
 
 
-def keyless_diff_sql(old: ChangeInput, new: ChangeInput) -> str:
+def keyless_diff_sql(old: ChangeInput, new: ChangeInput, images: JsonImages = DEFAULT_IMAGES) -> str:
     """Whole-row multiset difference: rows that left are deletes, rows that came are inserts.
     (EXCEPT ALL calls 0.0 and -0.0 equal, so float columns keep it on JSON images.)"""
-    rows = _Rows(typed_comparison(old, new) and not floating_columns(new))
+    rows = _Rows(typed_comparison(old, new) and not floating_columns(new), images)
     old_rows = f"select {rows.row(old)} as {_ROW} from {old.relation}"
     new_rows = f"select {rows.row(new)} as {_ROW} from {new.relation}"
     return (
-        f"select 'd' as {OP}, cast(null as string) as {KEY}, {rows.image(_ROW)} as {BEFORE}, "
+        f"select 'd' as {OP}, cast(null as string) as {KEY}, {rows.image(_ROW, old, old.columns)} as {BEFORE}, "
         f"cast(null as string) as {AFTER} from ({old_rows} except all {new_rows}) "
         f"union all "
         f"select 'c' as {OP}, cast(null as string) as {KEY}, cast(null as string) as {BEFORE}, "
-        f"{rows.image(_ROW)} as {AFTER} from ({new_rows} except all {old_rows})"
+        f"{rows.image(_ROW, new, new.columns)} as {AFTER} from ({new_rows} except all {old_rows})"
     )
 
 
@@ -173,18 +192,19 @@ def change_set_sql(
     ignore_delete: bool = False,
     scope_source: Optional[ChangeInput] = None,
     mark_duplicates: bool = False,
+    images: JsonImages = DEFAULT_IMAGES,
 ) -> str:
     """The change set from `old` to `new`; with no old rows every new row is an insert.
     `scope_by` limits the old rows to those sharing these columns' values with new rows (or
     with `scope_source`: the rows a merge was given, deletes included). `mark_duplicates`: see
     keyed_diff_sql (keyed diffs only)."""
     if old is None:
-        sql = inserts_sql(new, unique_key)
+        sql = inserts_sql(new, unique_key, images)
     elif unique_key:
         sql = keyed_diff_sql(scoped_to(old, scope_source or new, scope_by), new, unique_key,
-                             mark_duplicates)
+                             mark_duplicates, images)
     else:
-        sql = keyless_diff_sql(scoped_to(old, scope_source or new, scope_by), new)
+        sql = keyless_diff_sql(scoped_to(old, scope_source or new, scope_by), new, images)
     if ignore_delete:  # log.ignore-delete: the log never carries deletes
         sql = f"select * from ({sql}) where {OP} <> 'd'"
     return sql

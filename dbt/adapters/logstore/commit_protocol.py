@@ -31,8 +31,10 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
-from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+from dbt.adapters.logstore.encoding import (
+    H_TOMBSTONE, TOMBSTONE_AFTER_DELETE, EnvelopeWriter, RecordEncoder,
+)
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, continues_log
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
 
 CHANGESET_ID = "logstore.changeset.id"
@@ -98,21 +100,15 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
         f"then receives the difference).")
 
 
-def _servers(value: Optional[str]) -> frozenset:
-    """One cluster, however its servers are listed."""
-    return frozenset(s.strip() for s in (value or "").split(",") if s.strip())
-
-
 def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions: int) -> bool:
     """Whether this table's log starts now (log just enabled, or a new topic or cluster): then
     the table's current rows are written first, so a consumer of the new log sees the whole table.
 
     A log that continues must keep its meaning: the same record key and format, and the same
     topic partition count, or a key's records would land in two partitions (Paimon #815, #4763).
+    (Its changelog mode and timestamp standard are kept by log_config.continue_stored_shape.)
     """
-    if (table_props.get("log.system") != log.system
-            or table_props.get("kafka.topic") != log.topic
-            or _servers(table_props.get("kafka.bootstrap.servers")) != _servers(log.bootstrap_servers)):
+    if not continues_log(log, table_props):
         return True
     advice = "Allowed: keep it, or log to a new 'kafka.topic' (a new topic starts with the table's rows)."
     stored_key = table_props.get("log.key")
@@ -209,7 +205,7 @@ class Attempt:
     def encoder(self) -> RecordEncoder:
         return RecordEncoder(
             EnvelopeWriter(schema=self.table.schema, table=self.table.identifier, ts_ms=self.ts_ms),
-            format=self.log.format, upsert=self.log.upsert,
+            format=self.log.format, upsert=self.log.upsert, keyed=self.log.keyed,
         )
 
     def headers(self, writer: Optional[str] = None) -> Tuple[Tuple[str, bytes], ...]:
@@ -221,13 +217,18 @@ class Attempt:
 
     def send_rows(self, writer: LogWriter, rows: Iterable[ChangeRow], writer_name: Optional[str] = None,
                   progress: Callable[[int], None] = lambda n: None) -> int:
-        """Queue the records of `rows` on `writer`; returns how many."""
-        encode, send = self.encoder().value, writer.send
+        """Queue the records of `rows` on `writer`; returns how many changes."""
+        encoder = self.encoder()
+        encode, send, tombstones = encoder.value, writer.send, encoder.tombstone_after_delete
         headers = self.headers(writer_name)
+        tombstone_headers = headers + ((H_TOMBSTONE, TOMBSTONE_AFTER_DELETE),)
         count = 0
         for count, (op, key, before, after) in enumerate(rows, start=1):
-            send(None if key is None else key.encode(), encode(op, before, after),
-                 route=(after if after is not None else before or "").encode(), headers=headers)
+            key_bytes = None if key is None else key.encode()
+            route = (after if after is not None else before or "").encode()
+            send(key_bytes, encode(op, before, after), route=route, headers=headers)
+            if tombstones and op == "d" and key_bytes is not None:  # right behind its delete
+                send(key_bytes, None, route=route, headers=tombstone_headers)
             if count % PROGRESS_EVERY == 0:
                 progress(count)
             if count == 2:

@@ -1,22 +1,28 @@
 """Record encoding: how a table row becomes the key and value of a log record.
 
 Row images are rendered to JSON by Spark itself (`to_json`), so every Spark type has one
-documented rule and no row is converted value by value in Python:
+documented rule and no row is converted value by value in Python (`JsonImages`):
 
 - null -> JSON null (null fields are kept, never dropped);
-- decimal -> JSON number with the exact digits of the value (no float rounding);
-- date -> "yyyy-MM-dd"; timestamp -> ISO-8601 with microseconds and the session zone offset
-  ("2024-05-01T10:00:00.000000Z" when the session zone is UTC); timestamp_ntz -> without offset;
+- decimal -> JSON number with the exact digits of the value (no float rounding); Java's form,
+  which may use an exponent (`1.000E-7`), or always plain with `log.encode.decimal-as-plain-number`;
+- date -> "yyyy-MM-dd";
+- timestamp -> an instant, always in UTC whatever the Spark session time zone, with microseconds
+  and a literal `Z`: "2024-05-01 10:00:00.000000Z" (`log.timestamp-format.standard` SQL, the
+  default, as Flink's json formats read by default) or "2024-05-01T10:00:00.000000Z" (ISO-8601);
+- timestamp_ntz -> the same wall-clock text without the `Z`;
 - binary -> base64 string; arrays, maps, structs -> JSON arrays/objects; strings as UTF-8.
 
-The value is a Debezium-style envelope `{"before", "after", "op", "ts_ms", "source"}` assembled
-here from the already-encoded images; the key is a JSON object of the `unique_key` columns.
+The value is a Debezium change event `{"before", "after", "op", "ts_ms", "source"}` assembled
+here from the already-encoded images (`log.format` debezium-json), or the row itself (`json`);
+the key is a JSON object of the `unique_key` columns. `RecordEncoder` says, per format and
+changelog mode, which records a change becomes.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.__version__ import version
 
@@ -25,13 +31,18 @@ OP_UPDATE = "u"
 OP_DELETE = "d"
 OPS = (OP_INSERT, OP_UPDATE, OP_DELETE)
 
-# Options of Spark's to_json; the rules in the module docstring follow from these.
-JSON_OPTIONS = {
-    "ignoreNullFields": "false",
-    "dateFormat": "yyyy-MM-dd",
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
-    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-}
+# log.timestamp-format.standard: how timestamps are written (the names of Flink's option values).
+TIMESTAMP_SQL, TIMESTAMP_ISO = "SQL", "ISO-8601"
+TIMESTAMP_STANDARDS = (TIMESTAMP_SQL, TIMESTAMP_ISO)
+# The date/time separator of each standard, as Spark's pattern writes it.
+_SEPARATOR = {TIMESTAMP_SQL: " ", TIMESTAMP_ISO: "'T'"}
+
+# A keyed delete in mode `all` is a `d` event followed by a tombstone of its key (Debezium's
+# tombstones.on.delete), only so that a compacted topic can forget the key. The tombstone
+# carries this header; readers that apply `d` events skip it (Flink's debezium-json skips every
+# tombstone), while in upsert mode a tombstone (without it) is the delete itself.
+H_TOMBSTONE = "logstore.tombstone"
+TOMBSTONE_AFTER_DELETE = b"after-delete"
 
 
 def quote_identifier(name: str) -> str:
@@ -40,12 +51,6 @@ def quote_identifier(name: str) -> str:
 
 def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def to_json_sql(struct_expr: str) -> str:
-    """Spark SQL rendering a struct expression as one JSON object, by the rules above."""
-    options = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in JSON_OPTIONS.items())
-    return f"to_json({struct_expr}, map({options}))"
 
 
 def named_struct_sql(fields: Sequence[Tuple[str, str]]) -> str:
@@ -59,14 +64,81 @@ def row_struct_sql(columns: Sequence[str], alias: Optional[str] = None) -> str:
     return named_struct_sql([(c, prefix + quote_identifier(c)) for c in columns])
 
 
-def json_struct_sql(fields: Sequence[Tuple[str, str]]) -> str:
-    """Spark SQL rendering (name, SQL expression) pairs as one JSON object, in that order."""
-    return to_json_sql(named_struct_sql(fields))
+def _is_decimal(spark_type: str) -> bool:
+    return spark_type.strip().lower().startswith("decimal")
 
 
-def json_object_sql(columns: Sequence[str], alias: Optional[str] = None) -> str:
+@dataclass(frozen=True)
+class JsonImages:
+    """How row images are written and read as JSON: one instance per log, from its options
+    (`LogConfig.images`). Writing (`object_sql`, `to_json_sql`) and reading (`from_json_sql`)
+    use the same Spark options, so a reader parses exactly what the writer wrote."""
+
+    timestamps: str = TIMESTAMP_SQL
+    plain_decimals: bool = False
+
+    def options(self) -> Dict[str, str]:
+        """Spark's JSON options. The zone is fixed to UTC, so an instant's text never depends
+        on the writer's session time zone; `XXX` writes `Z` there and also reads the offsets
+        that logs written before the zone was fixed hold (`+02:00`)."""
+        sep = _SEPARATOR[self.timestamps]
+        return {
+            "ignoreNullFields": "false",
+            "dateFormat": "yyyy-MM-dd",
+            "timestampFormat": f"yyyy-MM-dd{sep}HH:mm:ss.SSSSSSXXX",
+            "timestampNTZFormat": f"yyyy-MM-dd{sep}HH:mm:ss.SSSSSS",
+            "timeZone": "UTC",
+        }
+
+    def _options_sql(self) -> str:
+        return "map(" + ", ".join(f"{sql_string(k)}, {sql_string(v)}"
+                                  for k, v in self.options().items()) + ")"
+
+    def to_json_sql(self, struct_expr: str) -> str:
+        """Spark SQL rendering a struct expression as one JSON object."""
+        return f"to_json({struct_expr}, {self._options_sql()})"
+
+    def from_json_sql(self, text_expr: str, schema: str) -> str:
+        """Spark SQL parsing a JSON text this log wrote into a struct of `schema` (DDL)."""
+        return f"from_json({text_expr}, {sql_string(schema)}, {self._options_sql()})"
+
+    def object_sql(self, columns: Sequence[str], alias: Optional[str] = None,
+                   types: Sequence[str] = ()) -> str:
+        """Spark SQL rendering the given columns as one JSON object (field order = column
+        order). `types` (same order) are needed for plain decimals only."""
+        decimals = {c for c, t in zip(columns, types) if _is_decimal(t)} if self.plain_decimals else set()
+        if not decimals:
+            return self.to_json_sql(row_struct_sql(columns, alias))
+        # Spark's to_json writes Java's BigDecimal.toString (1.000E-7); a decimal cast to string
+        # is plain (0.0000001000). So the object is built field by field, each other field
+        # rendered by to_json as {"v":...} with its wrapper cut off.
+        prefix = f"{alias}." if alias else ""
+        parts = []
+        for i, column in enumerate(columns):
+            ref = prefix + quote_identifier(column)
+            if column in decimals:
+                value = f"coalesce(cast({ref} as string), 'null')"
+            else:
+                wrapped = self.to_json_sql(named_struct_sql([("v", ref)]))
+                value = f"substr({wrapped}, 6, length({wrapped}) - 6)"
+            name = json.dumps(column, ensure_ascii=False)
+            parts.append(sql_string(("{" if i == 0 else ",") + name + ":"))
+            parts.append(value)
+        return f"concat({', '.join(parts)}, '}}')"
+
+
+DEFAULT_IMAGES = JsonImages()
+
+
+def json_object_sql(columns: Sequence[str], alias: Optional[str] = None,
+                    images: JsonImages = DEFAULT_IMAGES, types: Sequence[str] = ()) -> str:
     """Spark SQL rendering the given columns as one JSON object (field order = column order)."""
-    return to_json_sql(row_struct_sql(columns, alias))
+    return images.object_sql(columns, alias, types)
+
+
+def to_json_sql(struct_expr: str, images: JsonImages = DEFAULT_IMAGES) -> str:
+    """Spark SQL rendering a struct expression as one JSON object."""
+    return images.to_json_sql(struct_expr)
 
 
 @dataclass(frozen=True)
@@ -102,18 +174,28 @@ def key_bytes(key_json: Optional[str]) -> Optional[bytes]:
 
 @dataclass(frozen=True)
 class RecordEncoder:
-    """The record value for one change, by `log.format` and `log.changelog-mode`.
+    """The records one change becomes, by `log.format` and `log.changelog-mode`:
 
-    - `all` + `debezium-json`: the full envelope, updates with before and after images;
-    - `upsert` + `debezium-json`: the envelope without before images; deletes are tombstones
-      (null value) so a compacted topic keeps each key's latest row;
-    - `upsert` + `json`: the row itself; deletes are tombstones;
-    - `all` + `json`: the row itself, for insert-only change sets (checked before the commit).
+    | format / mode          | insert      | update                    | delete                      |
+    |------------------------|-------------|---------------------------|-----------------------------|
+    | debezium-json / all    | `c`, after  | `u`, before and after     | `d`, before; keyed: + tombstone |
+    | json / upsert          | the row     | the row                   | tombstone                   |
+    | json / all             | the row     | (refused before commit)   | (refused before commit)     |
+    | debezium-json / upsert | `c`, after  | `u`, after, before null   | tombstone                   |
+
+    The last line is the shape keyed logs had by default before 0.4; it is only written to
+    topics that already hold it (see log_config.continue_stored_shape).
     """
 
     envelope: EnvelopeWriter
     format: str = "debezium-json"
     upsert: bool = False
+    keyed: bool = False
+
+    @property
+    def tombstone_after_delete(self) -> bool:
+        """Whether a keyed `d` event is followed by a tombstone of its key (H_TOMBSTONE)."""
+        return self.keyed and not self.upsert and self.format == "debezium-json"
 
     def value(self, op: str, before: Optional[str], after: Optional[str]) -> Optional[bytes]:
         if op not in OPS:
@@ -125,3 +207,9 @@ class RecordEncoder:
                 raise ValueError(f"log.format 'json' cannot express op {op!r} without upsert mode")
             return (after or "null").encode()
         return self.envelope.value(op, None if self.upsert else before, after)
+
+
+def is_tombstone_after_delete(headers: Any) -> bool:
+    """Whether a record (its headers as (name, bytes) pairs) is the tombstone that follows a
+    keyed `d` event: it repeats that delete for log compaction and is skipped when applying."""
+    return any(k == H_TOMBSTONE for k, _ in (headers or ()))

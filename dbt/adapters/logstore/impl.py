@@ -21,7 +21,9 @@ from dbt.adapters.logstore import (
     changes, commit_protocol, faults, parallel_mirror, run_lock, source_changes,
 )
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
-from dbt.adapters.logstore.log_config import LogConfig, ModelRef, resolve_log_config
+from dbt.adapters.logstore.log_config import (
+    LogConfig, ModelRef, continue_stored_shape, resolve_log_config,
+)
 from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import iter_query_rows
 
@@ -191,6 +193,19 @@ class LogstoreAdapter(SparkAdapter):
         return commit_protocol.prepare_log(log)
 
     @available.parse_none
+    def logstore_continue_log(self, log: LogConfig, target_relation: Any) -> LogConfig:
+        """The options this run writes with: a log that goes on keeps the shape its table
+        recorded where the model leaves it to a default (log_config.continue_stored_shape)."""
+        existing = self.get_relation(target_relation.database, target_relation.schema,
+                                     target_relation.identifier)
+        if existing is None or not existing.is_table:
+            return log
+        log, warnings = continue_stored_shape(log, self._table_properties(existing))
+        for warning in warnings:
+            logger.warning(warning)
+        return log
+
+    @available.parse_none
     def logstore_log_is_new(self, log: LogConfig, relation: Any, topic_partitions: int) -> bool:
         """Whether the existing table's log starts now (see commit_protocol.log_is_new)."""
         if relation is None or not relation.is_table:
@@ -212,7 +227,7 @@ class LogstoreAdapter(SparkAdapter):
         source = changes.ChangeInput(str(scope_relation), ()) if scope_relation is not None else None
         return changes.change_set_sql(new, old, log.unique_key, tuple(scope_by or ()),
                                       ignore_delete=log.ignore_delete, scope_source=source,
-                                      mark_duplicates=mark_duplicates)
+                                      mark_duplicates=mark_duplicates, images=log.images)
 
     @available.parse_none
     def logstore_upserted_rows_sql(self, log: LogConfig, new_relation: Any, old_relation: Any,
@@ -467,9 +482,10 @@ class LogstoreAdapter(SparkAdapter):
         sources = source_changes.parse_sources(this_props.get(source_changes.SOURCES))
         reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
                                  upstream_id, **consumer_config(upstream_log))
+        upstream_props = self._table_properties(upstream_relation)
+        upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
         try:
-            upstream_snapshot = commit_protocol.logged_snapshot(
-                self._table_properties(upstream_relation), upstream_log.model)
+            upstream_snapshot = commit_protocol.logged_snapshot(upstream_props, upstream_log.model)
             plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
                                                  reader.confirmations(), sources.get(upstream_id),
                                                  upstream_snapshot)
@@ -485,7 +501,7 @@ class LogstoreAdapter(SparkAdapter):
         if plan.hybrid:
             self.execute(source_changes.hybrid_rows_sql(
                 str(raw), str(upstream_relation), [c.name for c in columns], upstream_log.unique_key,
-                plan.to_snapshot))
+                plan.to_snapshot, upstream_log.images))
             now = self._table_properties(upstream_relation).get(commit_protocol.SNAPSHOT_ID)
             if int(now or 0) != plan.to_snapshot:
                 raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
@@ -494,7 +510,8 @@ class LogstoreAdapter(SparkAdapter):
             self._land_ranges(plan, str(raw), upstream_log)
         view = f"{this_relation.identifier}__logstore_changes_{upstream_relation.identifier}"
         self.execute(source_changes.changes_view_sql(
-            view, str(raw), [(c.name, c.dtype) for c in columns], upstream_log.unique_key, normalize))
+            view, str(raw), [(c.name, c.dtype) for c in columns], upstream_log.unique_key, normalize,
+            upstream_log.images))
         self._run_state().landed.append(f"view {view}")
         sources[upstream_id] = plan.position(end)
         self._run_state().sources = source_changes.dump_sources(sources)

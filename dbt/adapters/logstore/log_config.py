@@ -10,10 +10,12 @@ is touched; every error names the model, the key, the value and what is allowed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from dbt_common.exceptions import DbtConfigError
+
+from dbt.adapters.logstore.encoding import TIMESTAMP_ISO, TIMESTAMP_SQL, TIMESTAMP_STANDARDS, JsonImages
 
 LOG_SYSTEMS = ("none", "kafka")
 CONSISTENCIES = ("transactional", "eventual")
@@ -39,6 +41,8 @@ SPELLINGS: Dict[str, Tuple[str, ...]] = {
     "log.system.replication": ("log_system_replication",),
     "mixed-format.emit.mode": ("mixed_format_emit_mode",),
     "log.mirror.parallelism": ("log_mirror_parallelism",),
+    "log.timestamp-format.standard": ("log_timestamp_format_standard",),
+    "log.encode.decimal-as-plain-number": ("log_encode_decimal_as_plain_number",),
 }
 # Amoro's switch: `log-store.enabled: true` (with `log-store.type`, default kafka) = log.system.
 AMORO_ENABLED, AMORO_TYPE = "log-store.enabled", "log-store.type"
@@ -54,7 +58,11 @@ DEFAULTS: Dict[str, Any] = {
     "log.system.replication": 1,
     "mixed-format.emit.mode": "file,log",
     "log.mirror.parallelism": 1,
+    "log.timestamp-format.standard": TIMESTAMP_SQL,
+    "log.encode.decimal-as-plain-number": False,
 }
+# What a topic written before these options existed holds (see continue_stored_shape).
+LEGACY_TIMESTAMPS = TIMESTAMP_ISO
 # Spark tasks that write one change set in parallel (session method); 1 = the driver streams it.
 MAX_PARALLELISM = 1024
 
@@ -101,6 +109,10 @@ class LogConfig:
     bootstrap_servers: Optional[str] = None
     consistency: str = "transactional"
     changelog_mode: str = "all"  # resolved: 'all' or 'upsert'
+    mode_requested: str = "auto"  # as configured: 'auto', 'all' or 'upsert'
+    timestamp_standard: str = TIMESTAMP_SQL
+    timestamp_standard_given: bool = False
+    decimal_plain: bool = False
     format: str = "debezium-json"
     key_format: str = "json"
     ignore_delete: bool = False
@@ -131,6 +143,11 @@ class LogConfig:
     def upsert(self) -> bool:
         return self.changelog_mode == "upsert"
 
+    @property
+    def images(self) -> JsonImages:
+        """How this log writes (and its readers parse) row images."""
+        return JsonImages(self.timestamp_standard, self.decimal_plain)
+
     def table_properties(self) -> Dict[str, str]:
         """The options stored with the Spark table (no client properties: they may be secret)."""
         if not self.enabled:
@@ -142,6 +159,8 @@ class LogConfig:
             "log.consistency": self.consistency,
             "log.changelog-mode": self.changelog_mode,
             "log.format": self.format,
+            "log.timestamp-format.standard": self.timestamp_standard,
+            "log.encode.decimal-as-plain-number": str(self.decimal_plain).lower(),
             "log.key.format": self.key_format,
             "log.ignore-delete": str(self.ignore_delete).lower(),
             "log.system.partitions": str(self.partitions),
@@ -250,6 +269,45 @@ def _system(model: str, raw: Mapping[str, Any]) -> str:
     return amoro
 
 
+def _changelog_mode(ref: ModelRef, log_format: str, requested: str,
+                    unique_key: Tuple[str, ...]) -> str:
+    """The changelog mode `auto` stands for, and a refusal of every combination that no
+    standard consumer reads (the README's consumer table lists what each one is read by)."""
+    model = ref.name
+    if requested == "upsert" and not unique_key:
+        raise LogConfigError(
+            f"Model '{model}': config 'log.changelog-mode' = 'upsert' needs a 'unique_key' "
+            f"(deletes become tombstones of a key). Allowed without a key: all, auto.")
+    if log_format == "debezium-json":
+        if requested == "upsert":
+            raise LogConfigError(
+                f"Model '{model}': config 'log.changelog-mode' = 'upsert' with 'log.format' = "
+                f"'debezium-json' would write updates without their before image, which Flink's "
+                f"debezium-json cannot read. Allowed: 'log.changelog-mode' all or auto with "
+                f"debezium-json (a Debezium change stream), or 'log.format' = 'json' with upsert "
+                f"(Flink's upsert-kafka). A topic that already holds that shape keeps it under "
+                f"'auto' (see README, 'Moving an existing log').")
+        return "all"
+    mode = requested if requested != "auto" else ("upsert" if unique_key else "all")
+    append_only = ref.materialized == "incremental" and (ref.incremental_strategy or "append") == "append"
+    if mode == "all" and not append_only:
+        raise LogConfigError(
+            f"Model '{model}': config 'log.format' = 'json' writes bare rows, which cannot express "
+            f"the updates and deletes of a materialized='{ref.materialized}'"
+            + (f" ({ref.incremental_strategy})" if ref.incremental_strategy else "")
+            + f" model{'' if unique_key else ' without a unique_key'}. Allowed: 'log.format' = "
+            f"'debezium-json', or 'json' with a 'unique_key' (upsert mode: deletes as tombstones), "
+            f"or 'json' on an incremental append model.")
+    return mode
+
+
+def _timestamp_standard(model: str, raw: Mapping[str, Any]) -> str:
+    value = str(_lookup(model, raw, "log.timestamp-format.standard")).strip().upper()
+    if value not in TIMESTAMP_STANDARDS:
+        raise _fail(model, "log.timestamp-format.standard", value, ", ".join(TIMESTAMP_STANDARDS))
+    return value
+
+
 def _check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
     known = set(SPELLINGS) | {s for spellings in SPELLINGS.values() for s in spellings}
     known |= {AMORO_ENABLED, AMORO_TYPE}
@@ -336,16 +394,11 @@ def resolve_log_config(
             f"Allowed without a key: transactional (at-least-once delivery can only be "
             f"de-duplicated by key, as in Paimon)."
         )
-    mode = _choice(model, raw, "log.changelog-mode", CHANGELOG_MODES)
-    if mode == "auto":
-        mode = "upsert" if unique_key else "all"
-    if mode == "upsert" and not unique_key:
-        raise LogConfigError(
-            f"Model '{model}': config 'log.changelog-mode' = 'upsert' needs a 'unique_key' "
-            f"(deletes become tombstones of a key). Allowed without a key: all, auto."
-        )
     log_format = _choice(model, raw, "log.format", FORMATS)
+    requested = _choice(model, raw, "log.changelog-mode", CHANGELOG_MODES)
+    mode = _changelog_mode(ref, log_format, requested, unique_key)
     key_format = _choice(model, raw, "log.key.format", KEY_FORMATS)
+    timestamps = _timestamp_standard(model, raw)
 
     topic = _lookup(model, raw, "kafka.topic") or f"{ref.schema}.{ref.alias}"
     if not _TOPIC_RE.fullmatch(control_topic_for(str(topic))) or topic in (".", ".."):
@@ -371,6 +424,11 @@ def resolve_log_config(
         bootstrap_servers=str(servers).strip(),
         consistency=consistency,
         changelog_mode=mode,
+        mode_requested=requested,
+        timestamp_standard=timestamps,
+        timestamp_standard_given=_given(raw, "log.timestamp-format.standard")
+        or _given(raw, "log_timestamp_format_standard"),
+        decimal_plain=_boolean(model, raw, "log.encode.decimal-as-plain-number"),
         format=log_format,
         key_format=key_format,
         ignore_delete=_boolean(model, raw, "log.ignore-delete"),
@@ -385,3 +443,61 @@ def resolve_log_config(
         client_properties=client,
     )
 
+
+
+def _servers(value: Optional[str]) -> frozenset:
+    """One cluster, however its servers are listed."""
+    return frozenset(s.strip() for s in (value or "").split(",") if s.strip())
+
+
+def continues_log(log: LogConfig, table_props: Mapping[str, str]) -> bool:
+    """Whether the table's stored options say its log goes on in the same topic of the same
+    cluster (otherwise the log starts now, with the table's rows)."""
+    return (table_props.get("log.system") == log.system
+            and table_props.get("kafka.topic") == log.topic
+            and _servers(table_props.get("kafka.bootstrap.servers")) == _servers(log.bootstrap_servers))
+
+
+def continue_stored_shape(log: LogConfig, table_props: Mapping[str, str]) -> Tuple[LogConfig, List[str]]:
+    """The options a continuing log is written with, and warnings for the user.
+
+    A topic must not change its shape mid-stream, or its consumers (configured for one shape)
+    break. So where the model leaves an option to its default (`log.changelog-mode: auto`, no
+    `log.timestamp-format.standard`), a log that goes on keeps what its table recorded, also
+    when the default has changed since (topics written before 0.4: keyed logs in debezium-json
+    upsert mode, timestamps ISO-8601). An explicit option that differs from the recorded one is
+    an error, as is a changed format (commit_protocol.log_is_new)."""
+    if not log.enabled or not continues_log(log, table_props):
+        return log, []
+    warnings: List[str] = []
+    advice = (f"Allowed: keep it, or log to a new 'kafka.topic' (a new topic starts with the "
+              f"table's rows; see README, 'Moving an existing log').")
+    stored_mode = table_props.get("log.changelog-mode")
+    if stored_mode in CHANGELOG_MODES[1:] and stored_mode != log.changelog_mode:
+        if log.mode_requested != "auto":
+            raise LogConfigError(
+                f"Model '{log.model}': 'log.changelog-mode' changed from '{stored_mode}' to "
+                f"'{log.mode_requested}', but topic '{log.topic}' already holds '{stored_mode}' "
+                f"records; its consumers read one shape. {advice}")
+        log = replace(log, changelog_mode=stored_mode)
+        if stored_mode == "upsert" and log.format == "debezium-json":
+            warnings.append(
+                f"Model '{log.model}': topic '{log.topic}' keeps the keyed shape it was started with "
+                f"(debezium-json updates without before images, deletes as tombstones), which "
+                f"Flink's debezium-json cannot read. To get the current default (before images, "
+                f"'d' events), log to a new 'kafka.topic'.")
+    stored_timestamps = table_props.get("log.timestamp-format.standard", LEGACY_TIMESTAMPS)
+    if stored_timestamps != log.timestamp_standard:
+        if log.timestamp_standard_given:
+            raise LogConfigError(
+                f"Model '{log.model}': 'log.timestamp-format.standard' changed from "
+                f"'{stored_timestamps}' to '{log.timestamp_standard}', but topic '{log.topic}' "
+                f"already holds {stored_timestamps} timestamps; its consumers parse one. {advice}")
+        log = replace(log, timestamp_standard=stored_timestamps)
+        warnings.append(
+            f"Model '{log.model}': topic '{log.topic}' keeps writing {stored_timestamps} "
+            f"timestamps, as it was started with (the default is now {TIMESTAMP_SQL}); Flink "
+            f"reads them with 'debezium-json.timestamp-format.standard' = '{stored_timestamps}'. "
+            f"Set 'log.timestamp-format.standard' to '{stored_timestamps}' to keep it without "
+            f"this warning, or log to a new 'kafka.topic'.")
+    return log, warnings

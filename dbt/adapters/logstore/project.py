@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore import commit_protocol
-from dbt.adapters.logstore.encoding import json_object_sql
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log_config import LogConfig, continue_stored_shape
 from dbt.adapters.logstore.reader import ReaderError, decode_json
 from dbt.adapters.logstore.row_source import iter_query_rows
 
@@ -135,11 +134,15 @@ class DbtProject:
             snapshot = commit_protocol.logged_snapshot(props, model.name)
         except commit_protocol.UnloggedCommit as exc:
             raise ReaderError(f"Model {exc}") from None
-        columns = [c.name for c in self.adapter.get_columns_in_relation(
+        columns = self.adapter.get_columns_in_relation(
             self.adapter.Relation.create(schema=model.relation.split(".")[0],
-                                         identifier=model.relation.split(".")[1]))]
-        key = json_object_sql(model.log.unique_key) if model.log.keyed else "cast(null as string)"
-        sql = f"select {key}, {json_object_sql(columns)} from {model.relation}"
+                                         identifier=model.relation.split(".")[1]))
+        names, types = [c.name for c in columns], [c.dtype for c in columns]
+        images = continue_stored_shape(model.log, props)[0].images  # as this table's log writes them
+        type_of = dict(zip(names, types))
+        key = (images.object_sql(model.log.unique_key, types=[type_of.get(k, "") for k in model.log.unique_key])
+               if model.log.keyed else "cast(null as string)")
+        sql = f"select {key}, {images.object_sql(names, types=types)} from {model.relation}"
         handle = self.adapter.connections.get_thread_connection().handle
 
         def rows() -> Iterator[Tuple[Any, Dict[str, Any]]]:

@@ -25,6 +25,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from dbt.adapters.logstore.encoding import is_tombstone_after_delete
+
 H_TABLE, H_SNAPSHOT, H_ATTEMPT, H_WRITER = (
     "logstore.table", "logstore.snapshot", "logstore.attempt", "logstore.writer")
 Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
@@ -146,7 +148,8 @@ def decode_json(data: Optional[bytes]) -> Any:
 
 def decode_record(msg: Any, snapshot: int) -> ChangeRecord:
     """A data record as a change: Debezium envelope, tombstone (delete by key), or a bare row
-    (log.format json: an upsert)."""
+    (log.format json: an upsert). A tombstone that repeats the `d` event before it
+    (is_tombstone_after_delete) is not a change of its own: callers skip it."""
     key, value = decode_json(msg.key), decode_json(msg.value)
     if value is None:
         return ChangeRecord(msg.partition, msg.offset, key, "d", None, None, 0, snapshot)
@@ -288,7 +291,8 @@ class ChangelogReader:
                     if confirmation is not None and confirmation.confirms(
                             tp.partition, msg.offset, headers.get(H_WRITER)):
                         queue.popleft()
-                        if after_snapshot < snapshot and (up_to is None or snapshot <= up_to):
+                        if after_snapshot < snapshot and (up_to is None or snapshot <= up_to) \
+                                and not is_tombstone_after_delete(msg.headers):
                             yield decode_record(msg, snapshot)
                     elif snapshot <= newest or confirmation is not None:
                         queue.popleft()  # an attempt that lost: another one of its snapshot won

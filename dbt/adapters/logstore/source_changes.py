@@ -20,7 +20,9 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from dbt.adapters.logstore.encoding import quote_identifier, sql_string
+from dbt.adapters.logstore.encoding import (
+    DEFAULT_IMAGES, JsonImages, is_tombstone_after_delete, quote_identifier, sql_string,
+)
 
 SOURCES = "logstore.sources"
 SOURCES_INTENT = "logstore.sources.intent"
@@ -117,8 +119,8 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
                 if msg.offset >= end:
                     break
                 headers = {k: v.decode() for k, v in (msg.headers or [])}
-                if headers.get("logstore.table") != table:
-                    continue
+                if headers.get("logstore.table") != table or is_tombstone_after_delete(msg.headers):
+                    continue  # another table's, or a repeat of the delete before it
                 writer = (headers.get("logstore.attempt", ""), headers.get("logstore.writer"))
                 first, last = attempts.get(writer, {}).get(partition, (1, 0))
                 if first <= msg.offset <= last:
@@ -188,17 +190,13 @@ def insert_batches_sql(relation: str, rows: Iterator[Tuple[Any, ...]], batch: in
 
 
 def changes_view_sql(view: str, raw_relation: str, columns: Sequence[Tuple[str, str]],
-                     unique_key: Sequence[str], normalize: bool) -> str:
+                     unique_key: Sequence[str], normalize: bool,
+                     images: JsonImages = DEFAULT_IMAGES) -> str:
     """The temporary view over the raw rows: upstream columns, op and snapshot. Normalized:
     the last change per key in the range (a delete if the key's last change deleted it)."""
-    from dbt.adapters.logstore.encoding import JSON_OPTIONS
-
     row = "struct<" + ", ".join(f"{quote_identifier(n)}: {t}" for n, t in columns) + ">"
     envelope = f"struct<before: {row}, after: {row}>"
-    options = "map(" + ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in JSON_OPTIONS.items()) + ")"
-
-    def parse(text: str, schema: str) -> str:
-        return f"from_json({text}, {sql_string(schema)}, {options})"
+    parse = images.from_json_sql
 
     image = (f"case kind when 'e' then (case when op = 'd' then {parse('value', envelope)}.before "
              f"else {parse('value', envelope)}.after end) "
@@ -217,10 +215,9 @@ def changes_view_sql(view: str, raw_relation: str, columns: Sequence[Tuple[str, 
 
 
 def hybrid_rows_sql(raw_relation: str, upstream_relation: str, columns: Sequence[str],
-                    unique_key: Sequence[str], snapshot: int) -> str:
+                    unique_key: Sequence[str], snapshot: int,
+                    images: JsonImages = DEFAULT_IMAGES) -> str:
     """The upstream table's rows as 'r' changes of its snapshot, encoded as the log encodes them."""
-    from dbt.adapters.logstore.encoding import json_object_sql
-
-    key = json_object_sql(unique_key) if unique_key else "cast(null as string)"
-    return (f"insert into {raw_relation} select 'r', 'b', {key}, {json_object_sql(columns)}, "
+    key = images.object_sql(unique_key) if unique_key else "cast(null as string)"
+    return (f"insert into {raw_relation} select 'r', 'b', {key}, {images.object_sql(columns)}, "
             f"{int(snapshot)}, -1, -1 from {upstream_relation}")

@@ -14,6 +14,8 @@
   {%- endif -%}
   {%- set target = api.Relation.create(database=node.database, schema=node.schema,
                                        identifier=node.alias, type='table') -%}
+  {#-- a log that goes on keeps the shape its topic holds --#}
+  {%- set log_config = adapter.logstore_continue_log(log_config, target) -%}
   {%- do logstore_begin(log_config, target) -%}
   {%- do adapter.logstore_release_lock() -%}
   {{ log("logstore: " ~ target ~ " and its log " ~ log_config.topic ~ " agree", info=true) }}

@@ -24,6 +24,8 @@
     {%- endcall -%}
   {%- endif -%}
 
+  {#-- a log that goes on keeps the shape its topic holds --#}
+  {%- set log_config = adapter.logstore_continue_log(log_config, target_relation) -%}
   {%- set partitions = logstore_begin(log_config, target_relation) -%}
   {{ run_hooks(pre_hooks) }}
 

@@ -9,6 +9,8 @@
   {%- set target_relation = api.Relation.create(identifier=identifier, schema=schema,
                                                 database=database, type='table') -%}
 
+  {#-- a log that goes on keeps the shape its topic holds --#}
+  {%- set log_config = adapter.logstore_continue_log(log_config, target_relation) -%}
   {%- set partitions = logstore_begin(log_config, target_relation) -%}
   {{ run_hooks(pre_hooks) }}
 
