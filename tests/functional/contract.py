@@ -34,6 +34,17 @@ class Message:
     def op(self) -> str:
         return "d" if self.value is None else self.envelope["op"]
 
+    @property
+    def repeats_delete(self) -> bool:
+        """The tombstone after a keyed `d` event (header logstore.tombstone), for compaction."""
+        return self.value is None and self.header("logstore.tombstone") == "after-delete"
+
+
+def changes(messages: List[Message]) -> List[Message]:
+    """The records that are changes of their own: without the tombstones that only repeat the
+    `d` event before them."""
+    return [m for m in messages if not m.repeats_delete]
+
 
 # The isolation the contract's consumer reads with. The confirmation rules (docs/log-format.md)
 # make read_uncommitted exact too; a test may use it where the embedded broker leaves a fenced

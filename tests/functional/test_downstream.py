@@ -84,7 +84,7 @@ class TestDownstreamChain:
         results = run("--vars", "{step: 2}", "-s", "big_orders")
         assert [r[0] for r in self._check(project, kafka_bootstrap_servers)] == [1, 2, 4]
         assert self._sources(project)["snapshot"] == 2
-        assert results[0].adapter_response["rows_mirrored"] == 3  # 2 new, 3 gone, 4 changed
+        assert results[0].adapter_response["rows_mirrored"] == 4  # 2 new, 3 gone (+ its tombstone), 4 changed
 
         # upstream: 1 deleted, 4 refunded (below 10), 5 grown past 10, 6 and 7 new
         run("--vars", "{step: 3}", "-s", "orders")

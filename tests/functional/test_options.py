@@ -1,5 +1,6 @@
 """The log option surface, each option's effect on the topic checked against a real broker."""
 import json
+from pathlib import Path
 
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
@@ -28,45 +29,49 @@ def customers(**config):
     return CUSTOMERS.format(config=json.dumps({"log.system": "kafka", **config}))
 
 
-class TestUpsertChangelogMode:
-    """auto = upsert for keyed models: no before images, deletes as tombstones, compactable."""
+class TestChangelogModes:
+    """auto with debezium-json (the default) is a Debezium change stream for keyed models too:
+    before images, `d` events, and a marked tombstone after each keyed delete so a compacted
+    topic forgets the key; json + upsert is upsert-kafka's shape."""
 
     @pytest.fixture(scope="class")
     def models(self):
         return {
-            "upsert_auto.sql": customers(**{"kafka.topic-config.cleanup.policy": "compact"}),
+            "keyed_auto.sql": customers(**{"kafka.topic-config.cleanup.policy": "compact"}),
             "upsert_json.sql": customers(**{"log.format": "json", "log.changelog-mode": "upsert"}),
             "all_mode.sql": customers(**{"log.changelog-mode": "all"}),
         }
 
-    def test_upsert_modes(self, project, kafka_bootstrap_servers):
+    def test_changelog_modes(self, project, kafka_bootstrap_servers):
         schema = project.test_schema
         for step in (1, 2):
             _run(step)
-            assert_contract(kafka_bootstrap_servers, f"{schema}.upsert_auto", f"{schema}.upsert_auto")
+            assert_contract(kafka_bootstrap_servers, f"{schema}.keyed_auto", f"{schema}.keyed_auto")
             assert_contract(kafka_bootstrap_servers, f"{schema}.upsert_json", f"{schema}.upsert_json",
                             value_format="json")
             assert_contract(kafka_bootstrap_servers, f"{schema}.all_mode", f"{schema}.all_mode")
 
-        upsert = {(m.key.decode(), m.offset): m for m in read_topic(kafka_bootstrap_servers, f"{schema}.upsert_auto")}
-        deletes = [m for m in upsert.values() if m.key == b'{"id":3}' and m.value is None]
-        assert len(deletes) == 1  # tombstone
-        update = next(m for m in upsert.values() if m.value and m.envelope["op"] == "u")
-        assert update.envelope["before"] is None and update.envelope["after"]["name"] == "B"
+        for model in ("keyed_auto", "all_mode"):  # auto and all write the same records
+            log = read_topic(kafka_bootstrap_servers, f"{schema}.{model}")
+            update = next(m for m in log if m.value and m.envelope["op"] == "u")
+            assert update.envelope["before"]["name"] == "b" and update.envelope["after"]["name"] == "B"
+            deleted = [m for m in log if m.key == b'{"id":3}' and m.offset > 2]
+            assert [m.op for m in deleted] == ["d", "d"]  # the `d` event, then the tombstone
+            assert deleted[0].envelope["before"] == {"id": 3, "name": "c"}
+            assert deleted[1].value is None and deleted[1].header("logstore.tombstone") == "after-delete"
+            assert deleted[0].header("logstore.tombstone") is None
+            assert table_properties(f"{schema}.{model}")["log.changelog-mode"] == "all"
 
         bare = read_topic(kafka_bootstrap_servers, f"{schema}.upsert_json")
         assert {"id": 1, "name": "a"} in [json.loads(m.value) for m in bare if m.value]  # the row itself
-        assert any(m.value is None for m in bare)
+        tombstones = [m for m in bare if m.value is None]
+        assert [m.key for m in tombstones] == [b'{"id":3}']  # the delete itself: no marker
+        assert tombstones[0].header("logstore.tombstone") is None
+        assert table_properties(f"{schema}.upsert_json")["log.changelog-mode"] == "upsert"
 
-        full = read_topic(kafka_bootstrap_servers, f"{schema}.all_mode")
-        update = next(m for m in full if m.value and m.envelope["op"] == "u")
-        assert update.envelope["before"]["name"] == "b"
-        assert all(m.value is not None for m in full)
-
-        assert table_properties(f"{schema}.upsert_auto")["log.changelog-mode"] == "upsert"
         admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap_servers)
         try:
-            topic = f"{schema}.upsert_auto"
+            topic = f"{schema}.keyed_auto"
             described = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
             assert described["topic"][topic]["cleanup.policy"]["value"] == "compact"
@@ -75,18 +80,105 @@ class TestUpsertChangelogMode:
 
 
 class TestJsonFormatRefusesWhatItCannotExpress:
+    """Bare rows cannot express updates or deletes: refused at parse time for every model
+    whose rows change, before anything is built."""
+
+    REFUSED = {
+        "bare": (customers(**{"log.format": "json", "log.changelog-mode": "all"}),
+                 "'log.format' = 'json' writes bare rows"),
+        "bare_keyless": ("{{ config(materialized='table', **{'log.system': 'kafka', "
+                         "'log.format': 'json'}) }} select 1 as id",
+                         "'log.format' = 'json' writes bare rows"),
+        "upsert_dbz": (customers(**{"log.changelog-mode": "upsert"}),
+                       "Flink's debezium-json cannot read"),
+    }
+
     @pytest.fixture(scope="class")
     def models(self):
-        return {"bare.sql": customers(**{"log.format": "json", "log.changelog-mode": "all"})}
+        return {"fine.sql": customers()}
 
-    def test_json_all(self, project, kafka_bootstrap_servers):
-        relation = f"{project.test_schema}.bare"
-        _run(1)  # inserts only: fine
+    def test_refused_at_parse(self, project):
+        models = Path(project.project_root) / "models"
+        for name, (sql, reason) in self.REFUSED.items():
+            (models / f"{name}.sql").write_text(sql, encoding="utf-8")
+            out = failure_text(["parse"])
+            assert f"Model '{name}'" in out and reason in out and "Allowed:" in out, out
+            (models / f"{name}.sql").unlink()
+        run_dbt(["parse"])
+
+
+APPEND_JSON = """
+{{ config(materialized='incremental', **{'log.system': 'kafka', 'log.format': 'json'}) }}
+select * from values {% if var('step', 1) == 1 %} (1, 'a'), (2, 'b') {% else %} (3, 'c') {% endif %} as t(id, name)
+{% if is_incremental() %} where id > (select max(id) from {{ this }}) {% endif %}
+"""
+
+
+class TestJsonAppendLog:
+    """json without a key on an append-only model: a stream of rows (Flink's json format)."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"appended.sql": APPEND_JSON}
+
+    def test_json_append(self, project, kafka_bootstrap_servers):
+        relation = f"{project.test_schema}.appended"
+        _run(1)
+        _run(2)
+        log = assert_contract(kafka_bootstrap_servers, relation, relation, value_format="json")
+        assert sorted(json.loads(m.value)["id"] for m in log) == [1, 2, 3]
+        out = failure_text(["run", "--full-refresh", "--vars", "{step: 2}"])  # rows 1, 2 would go
+        assert "Model 'appended'" in out and "'log.format' = 'json'" in out and "Nothing was changed" in out
         assert_contract(kafka_bootstrap_servers, relation, relation, value_format="json")
-        out = failure_text(["run", "--vars", "{step: 2}"])
-        assert "Model 'bare'" in out and "'log.format' = 'json'" in out and "Nothing was changed" in out
-        assert sorted(tuple(r) for r in spark().table(relation).collect()) == [(1, "a"), (2, "b"), (3, "c")]
-        assert_contract(kafka_bootstrap_servers, relation, relation, value_format="json")
+
+
+PRE_04 = """
+{{ config(materialized='table', unique_key='id', log_system='kafka') }}
+select id, name, cast(at as timestamp) as at from values
+{% if var('step', 1) == 1 %} (1, 'a', '2024-01-01 10:00:00'), (2, 'b', '2024-01-02 10:00:00'), (3, 'c', null)
+{% else %} (1, 'a', '2024-01-01 10:00:00'), (2, 'B', '2024-05-01 12:30:00.5'), (4, 'd', null) {% endif %}
+as t(id, name, at)
+"""
+
+
+class TestExistingLogKeepsItsShape:
+    """The upgrade path: a table whose log was started by 0.1 (keyed debezium-json logs were
+    then written in upsert mode, timestamps ISO-8601) goes on in that shape under the new
+    defaults, with a warning that says how to move; a new topic takes the new defaults."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"legacy.sql": PRE_04}
+
+    def test_upgrade(self, project, kafka_bootstrap_servers):
+        relation = f"{project.test_schema}.legacy"
+        _run(1)
+        # what a table logged by 0.1 records: mode upsert, no timestamp standard
+        spark().sql(f"alter table {relation} set tblproperties ('log.changelog-mode' = 'upsert')")
+        spark().sql(f"alter table {relation} unset tblproperties ('log.timestamp-format.standard')")
+        before = read_topic(kafka_bootstrap_servers, relation)
+        _, out = run_dbt_and_capture(["run", "--vars", "{step: 2}"])
+        text = " ".join(out.split())
+        assert "keeps the keyed shape it was started with" in text and "new 'kafka.topic'" in text
+        assert "keeps writing ISO-8601 timestamps" in text
+        log = assert_contract(kafka_bootstrap_servers, relation, relation)
+        new = [m for m in log if (m.partition, m.offset) not in {(b.partition, b.offset) for b in before}]
+        update = next(m for m in new if m.value and m.envelope["op"] == "u")
+        assert update.envelope["before"] is None  # the shape its consumers already read
+        assert update.envelope["after"]["at"] == "2024-05-01T12:30:00.500000Z"
+        assert [m.value for m in new if m.key == b'{"id":3}'] == [None]  # delete = tombstone
+        props = table_properties(relation)
+        assert props["log.changelog-mode"] == "upsert" and props["log.timestamp-format.standard"] == "ISO-8601"
+        # a new topic starts with the table's rows, in the current defaults
+        (project.project_root / "models" / "legacy.sql").write_text(
+            PRE_04.replace("log_system='kafka'", "log_system='kafka', kafka_topic='moved_' ~ this.schema"),
+            encoding="utf-8")
+        _, out = run_dbt_and_capture(["run", "--vars", "{step: 2}"])
+        assert "keeps the keyed shape" not in out
+        moved = assert_contract(kafka_bootstrap_servers, f"moved_{project.test_schema}", relation)
+        assert {m.envelope["after"]["at"] for m in moved} == {
+            "2024-01-01 10:00:00.000000Z", "2024-05-01 12:30:00.500000Z", None}
+        assert table_properties(relation)["log.changelog-mode"] == "all"
 
 
 class TestIgnoreDelete:
@@ -120,7 +212,7 @@ class TestKeyedUpsertOnParquetAndOrc:
     def models(self):
         return {
             "upsert_parquet.sql": MERGE.format(file_format="parquet", mode="all"),
-            "upsert_orc.sql": MERGE.format(file_format="orc", mode="upsert"),
+            "upsert_orc.sql": MERGE.format(file_format="orc", mode="auto"),
         }
 
     def test_upserts(self, project, kafka_bootstrap_servers):

@@ -447,7 +447,7 @@ def test_decimal_as_plain_number():
 STORED = {"log.system": "kafka", "kafka.topic": "analytics.orders", "kafka.bootstrap.servers": SERVERS}
 
 
-def test_continuing_log_keeps_the_pre_0_4_keyed_shape_under_auto():
+def test_continuing_log_keeps_the_0_1_keyed_shape_under_auto():
     log = resolve({"log.system": "kafka", "unique_key": "id"})
     kept, warnings = continue_stored_shape(log, {**STORED, "log.changelog-mode": "upsert"})
     assert kept.changelog_mode == "upsert" and kept.upsert

@@ -183,7 +183,7 @@ class RecordEncoder:
     | json / all             | the row     | (refused before commit)   | (refused before commit)     |
     | debezium-json / upsert | `c`, after  | `u`, after, before null   | tombstone                   |
 
-    The last line is the shape keyed logs had by default before 0.4; it is only written to
+    The last line is the shape keyed logs had by default in 0.1; it is only written to
     topics that already hold it (see log_config.continue_stored_shape).
     """
 

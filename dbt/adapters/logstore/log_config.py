@@ -464,7 +464,7 @@ def continue_stored_shape(log: LogConfig, table_props: Mapping[str, str]) -> Tup
     A topic must not change its shape mid-stream, or its consumers (configured for one shape)
     break. So where the model leaves an option to its default (`log.changelog-mode: auto`, no
     `log.timestamp-format.standard`), a log that goes on keeps what its table recorded, also
-    when the default has changed since (topics written before 0.4: keyed logs in debezium-json
+    when the default has changed since (topics started by 0.1: keyed logs in debezium-json
     upsert mode, timestamps ISO-8601). An explicit option that differs from the recorded one is
     an error, as is a changed format (commit_protocol.log_is_new)."""
     if not log.enabled or not continues_log(log, table_props):

@@ -1,12 +1,10 @@
 -- One row per current customer with their order history. Rebuilt on every run; the log in
--- `crm.customers` receives only what changed: inserts, updates (before and after) and deletes.
--- changelog-mode 'all' keeps the before images (the default for keyed models, 'upsert', drops
--- them and writes deletes as tombstones).
+-- `crm.customers` receives only what changed: inserts, updates (before and after) and deletes,
+-- as a Debezium change stream that Flink's debezium-json reads with no options (the defaults).
 {{ config(
     materialized='table',
     unique_key='customer_id',
-    **{'log.system': 'kafka', 'kafka.topic': 'crm.customers', 'log.consistency': 'transactional',
-       'log.changelog-mode': 'all'}
+    **{'log.system': 'kafka', 'kafka.topic': 'crm.customers', 'log.consistency': 'transactional'}
 ) }}
 
 with order_totals as (
