@@ -18,7 +18,7 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
-    changes, commit_protocol, faults, parallel_mirror, run_lock, source_changes,
+    changes, commit_protocol, faults, leftovers, parallel_mirror, run_lock, source_changes,
 )
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import (
@@ -118,8 +118,8 @@ class LogstoreAdapter(SparkAdapter):
         error: Optional[Exception] = None
         for _ in range(3):
             try:
-                self.execute(f"create table {lock} (held_by string) using parquet "
-                             f"tblproperties ({props})")
+                self.logstore_create(lock, f"create table {lock} (held_by string) using parquet "
+                                           f"tblproperties ({props})")
                 self._run_state().lock = lock
                 return lock
             except Exception as exc:
@@ -133,6 +133,27 @@ class LogstoreAdapter(SparkAdapter):
                             f"ended without releasing it")
                 self.execute(f"drop table if exists {lock}")
         raise DbtRuntimeError(f"Model '{log.model}': could not create its run lock {lock}: {error}")
+
+    @available.parse_none
+    def logstore_create(self, relation: Any, sql: str) -> str:
+        """Create one of the adapter's own relations with `sql`. If a killed run left that
+        relation's directory without a metastore entry, remove it and create again (see
+        leftovers.py), saying what was removed."""
+        try:
+            self.execute(sql)
+        except Exception as exc:
+            identifier = getattr(relation, "identifier", None) or str(relation).rsplit(".", 1)[-1]
+            location = leftovers.orphan_location(str(exc), identifier.strip("`"))
+            if location is None:
+                raise
+            logger.info(f"logstore: removing {location}, left behind by a run that was killed while "
+                        f"creating {relation} (it has no metastore entry)")
+            gc = f"{relation}{leftovers.GC_SUFFIX}" if "`" not in str(relation) else \
+                str(relation)[:-1] + leftovers.GC_SUFFIX + "`"
+            for statement in leftovers.removal_sql(gc, location):
+                self.execute(statement)
+            self.execute(sql)
+        return ""
 
     @available.parse_none
     def logstore_unlock(self, target_relation: Any) -> str:
@@ -495,7 +516,7 @@ class LogstoreAdapter(SparkAdapter):
             "identifier": f"{this_relation.identifier}__logstore_src_{upstream_relation.identifier}"},
             type="table")
         self.execute(f"drop table if exists {raw}")
-        self.execute(source_changes.raw_table_ddl(str(raw)))
+        self.logstore_create(raw, source_changes.raw_table_ddl(str(raw)))
         self._run_state().landed.append(str(raw))
         columns = self.get_columns_in_relation(upstream_relation)
         if plan.hybrid:

@@ -65,10 +65,15 @@
 {%- endmacro %}
 
 
+{#-- Every relation of the adapter's own is created through adapter.logstore_create, which
+     clears what a run killed in the middle of creating it left behind (leftovers.py). --#}
+{% macro logstore_create_table_as(relation, sql) -%}
+  {%- do adapter.logstore_create(relation, create_table_as(False, relation, sql)) -%}
+{%- endmacro %}
+
+
 {% macro logstore_stage(staging_relation, compiled_code) -%}
-  {%- call statement('main') -%}
-    {{ create_table_as(False, staging_relation, compiled_code) }}
-  {%- endcall -%}
+  {%- do logstore_create_table_as(staging_relation, compiled_code) -%}
 {%- endmacro %}
 
 
@@ -81,11 +86,12 @@
   {%- if unique_check and not mark_duplicates -%}
     {%- do adapter.logstore_check_unique(log_config, new_relation) -%}
   {%- endif -%}
-  {%- call statement('logstore_changes') -%}
+  {%- set create_changes -%}
     create table {{ changes_relation }} using parquet
     tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
     as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates) }}
-  {%- endcall -%}
+  {%- endset -%}
+  {%- do adapter.logstore_create(changes_relation, create_changes) -%}
   {%- do adapter.logstore_check_change_set(log_config, changes_relation, mark_duplicates) -%}
 {%- endmacro %}
 
@@ -124,9 +130,7 @@
   {%- if adapter.logstore_has_op_column(staging) -%}
     {#-- rows from logstore_changes(): deletes drop out, the _logstore_ columns are not kept --#}
     {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
-    {%- call statement('logstore_upserts') -%}
-      {{ create_table_as(False, upserts, adapter.logstore_upserts_sql(staging)) }}
-    {%- endcall -%}
+    {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging)) -%}
     {%- do adapter.drop_relation(staging) -%}
     {%- set staging = upserts -%}
   {%- endif -%}

@@ -37,9 +37,7 @@
     {%- set changes = logstore_relation(target_relation, 'changes') -%}
     {#-- A real table, not a temp view: the rows committed and the rows logged must be the same
          rows even when the model's SQL is not deterministic. --#}
-    {%- call statement('logstore_stage') -%}
-      {{ create_table_as(False, staging, compiled_code) }}
-    {%- endcall -%}
+    {%- do logstore_stage(staging, compiled_code) -%}
     {%- do process_schema_changes(on_schema_change, staging, existing_relation) -%}
     {%- set rows_affected = adapter.logstore_row_count(staging) -%}
     {%- if strategy == 'append' -%}
@@ -55,9 +53,7 @@
     {%- if op_aware -%}
       {#-- rows from logstore_changes(): keys whose op is 'd' are deleted, the rest upserted --#}
       {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
-      {%- call statement('logstore_upserts') -%}
-        {{ create_table_as(False, upserts, adapter.logstore_upserts_sql(staging)) }}
-      {%- endcall -%}
+      {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging)) -%}
     {%- endif -%}
     {%- if strategy == 'merge' -%}
       {%- do logstore_build_changes(log_config, changes, upserts, existing_relation, log_config.unique_key, scope_relation=staging) -%}
@@ -66,9 +62,7 @@
     {%- if strategy == 'merge' and (not has_merge or op_aware) -%}
       {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in --#}
       {%- set merged = logstore_relation(target_relation, 'merged') -%}
-      {%- call statement('main') -%}
-        {{ create_table_as(False, merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging)) }}
-      {%- endcall -%}
+      {%- do logstore_create_table_as(merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging)) -%}
       {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
     {%- else -%}
       {#-- the intent first, so a run that dies between the statement and its tag can be judged --#}

@@ -1,0 +1,49 @@
+"""Relations of the adapter's own that a killed run left half-made.
+
+A process killed inside `CREATE TABLE ... AS SELECT` leaves the table's directory in the
+warehouse with no metastore entry, and Spark then refuses every later CREATE of that name with
+LOCATION_ALREADY_EXISTS: the model would be stuck until someone deleted the directory by hand.
+So the adapter creates its relations (staged rows, change sets, merged rows, landed upstream
+changes, the run lock) through `create_or_clear` in impl.py: on that error it removes the
+directory and creates the relation again.
+
+Only what is certainly ours is removed: the relation's name carries OWN_MARK, the error is
+LOCATION_ALREADY_EXISTS for that very name, and the directory Spark names ends in that name.
+The removal needs no file-system access from dbt (the thrift server's warehouse may be
+elsewhere): a managed table is pointed at the directory and dropped, and a managed table's
+drop deletes its location.
+"""
+from __future__ import annotations
+
+import re
+from typing import List, Optional
+
+from dbt.adapters.logstore.encoding import sql_string
+
+OWN_MARK = "__logstore_"
+GC_SUFFIX = "__gc"
+_LOCATION = re.compile(r"LOCATION_ALREADY_EXISTS.*?location '([^']+)'", re.S)
+
+
+def orphan_location(error_text: str, identifier: str) -> Optional[str]:
+    """The leftover directory of our relation `identifier` that `error_text` (a failed CREATE)
+    names, or None when the error is anything else or the directory is not certainly ours."""
+    match = _LOCATION.search(error_text)
+    if match is None or OWN_MARK not in identifier:
+        return None
+    location = match.group(1)
+    if location.rstrip("/").rsplit("/", 1)[-1].lower() != identifier.lower():
+        return None
+    return location
+
+
+def removal_sql(gc_relation: str, location: str) -> List[str]:
+    """Statements that delete `location` through the metastore. A run killed among them leaves
+    `gc_relation` pointing at the directory; the first statement of the next removal drops it,
+    and the directory with it."""
+    return [
+        f"drop table if exists {gc_relation}",
+        f"create table {gc_relation} (removed int) using parquet",
+        f"alter table {gc_relation} set location {sql_string(location)}",
+        f"drop table {gc_relation}",
+    ]

@@ -1,0 +1,37 @@
+"""Leftover directories of the adapter's own relations: what is recognised as ours."""
+from dbt.adapters.logstore.leftovers import orphan_location, removal_sql
+
+ERROR = ("[LOCATION_ALREADY_EXISTS] Cannot name the managed table as "
+         "`spark_catalog`.`analytics`.`orders__logstore_new`, as its associated location "
+         "'file:/wh/analytics.db/orders__logstore_new' already exists. Please pick a different "
+         "table name, or remove the existing location first. SQLSTATE: 42710")
+
+
+def test_our_leftover_is_recognised():
+    assert orphan_location(ERROR, "orders__logstore_new") == "file:/wh/analytics.db/orders__logstore_new"
+    assert orphan_location(ERROR, "ORDERS__logstore_NEW") == "file:/wh/analytics.db/orders__logstore_new"
+
+
+def test_a_users_table_is_never_ours():
+    error = ERROR.replace("orders__logstore_new", "orders")
+    assert orphan_location(error, "orders") is None
+
+
+def test_the_directory_must_be_the_relations_own():
+    # an error naming another directory (or another relation's) is not acted on
+    assert orphan_location(ERROR, "orders__logstore_changes") is None
+    other = ERROR.replace("'file:/wh/analytics.db/orders__logstore_new'", "'file:/wh/analytics.db/data'")
+    assert orphan_location(other, "orders__logstore_new") is None
+
+
+def test_other_errors_are_not_leftovers():
+    assert orphan_location("[TABLE_OR_VIEW_ALREADY_EXISTS] orders__logstore_new", "orders__logstore_new") is None
+    assert orphan_location("", "orders__logstore_new") is None
+
+
+def test_removal_points_a_managed_table_at_the_directory_and_drops_it():
+    statements = removal_sql("analytics.orders__logstore_new__gc", "file:/wh/a'b")
+    assert statements[0] == "drop table if exists analytics.orders__logstore_new__gc"
+    assert statements[1].startswith("create table analytics.orders__logstore_new__gc")
+    assert statements[2] == "alter table analytics.orders__logstore_new__gc set location 'file:/wh/a\\'b'"
+    assert statements[3] == "drop table analytics.orders__logstore_new__gc"
