@@ -41,7 +41,9 @@ def logged(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_server):
     """The orders model run three times; the table's rows after each snapshot."""
     root = tmp_path_factory.mktemp("consuming_project")
     schema = f"consuming_{uuid.uuid4().hex[:8]}"
-    orders = ORDERS.replace("log_system='kafka'", f"log_system='kafka', kafka_topic='orders_{schema}'")
+    # an upsert log (json by key, deletes as tombstones): the one tail --normalize exists for
+    orders = ORDERS.replace("log_system='kafka'", f"log_system='kafka', kafka_topic='orders_{schema}', "
+                                                  f"log_format='json'")
     write_project(root, schema, kafka_bootstrap_servers, spark_thrift_server, models={"orders": orders})
     snapshots, times = {}, {}
     for step in (1, 2, 3):
@@ -78,8 +80,10 @@ def test_tail_normalize_gives_real_update_pairs(logged):
     root, _, snapshots, _ = logged
     types, final = snapshots[3]
     raw = tail(root)
-    assert any(c["op"] == "u" and c["before"] is None for c in raw)  # an upsert log: no before images
+    # an upsert log: rows by key, no before images, no updates as such
+    assert {c["op"] for c in raw} == {"c", "d"} and all(c["before"] is None for c in raw)
     normalized = tail(root, "--normalize")
+    assert {c["op"] for c in normalized} == {"c", "u", "d"}
     assert same_rows(types, apply([], normalized), final)
     state = {}
     for c in normalized:  # every update and delete carries the row it replaces

@@ -1,0 +1,89 @@
+"""Spark Structured Streaming's half of reading a log, with Spark's own JSON parser: the record
+values, parsed by `from_json` with Spark's DEFAULT options (what the README tells a Spark
+consumer to write), applied as Debezium events or upserts, equal the table. (Spark's Kafka
+source jar cannot be installed here, so the records come from our test consumer.)"""
+import pytest
+from dbt.tests.util import run_dbt
+
+from tests.functional.contract import (
+    canonical, changes, confirmed, read_topic, spark, table_state, wait_for_confirmations,
+)
+
+TYPES = """
+{{{{ config(materialized='table', unique_key='id', **{config}) }}}}
+{{% set step = var('step', 1) %}}
+select id, cast(amount as decimal(20, 10)) as amount, cast(at as timestamp) as at,
+       cast(at as timestamp_ntz) as wall, cast(day as date) as day, ratio, name,
+       array(id, id + 1) as ids, named_struct('a', id, 'b', name) as info
+from values
+{{% if step == 1 %}}
+  (1, '0.0000001', '2024-01-01 10:00:00', '2024-01-01', cast('NaN' as double), 'Ada'),
+  (2, '-12.5', '2024-02-29 23:59:59.123456', '2024-02-29', 1.5, 'Bjørn'),
+  (3, '0', null, null, null, null)
+{{% else %}}
+  (1, '0.0000001', '2024-01-01 10:00:00', '2024-01-01', cast('NaN' as double), 'Ada'),
+  (2, '99.99', '2024-06-30 12:00:00', '2024-06-30', cast('Infinity' as double), 'Bjørn 🚀'),
+  (4, '1', '1970-01-01 00:00:00', '1970-01-01', 0.0, '陈')
+{{% endif %}}
+as t(id, amount, at, day, ratio, name)
+"""
+
+
+def _run(step):
+    return run_dbt(["run", "--vars", f"{{step: {step}}}"])
+
+
+class TestSparkFromJsonReadsTheLog:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "dbz_sql.sql": TYPES.format(config="{'log.system': 'kafka'}"),
+            "dbz_iso.sql": TYPES.format(
+                config="{'log.system': 'kafka', 'log.timestamp-format.standard': 'ISO-8601'}"),
+            "upsert_json.sql": TYPES.format(config="{'log.system': 'kafka', 'log.format': 'json'}"),
+        }
+
+    def test_from_json_with_default_options(self, project, kafka_bootstrap_servers):
+        session = spark()
+        zone = session.conf.get("spark.sql.session.timeZone")
+        try:
+            # the reader's session zone must not matter either
+            for step in (1, 2):
+                _run(step)
+            session.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+            for model in ("dbz_sql", "dbz_iso", "upsert_json"):
+                self._check(project, kafka_bootstrap_servers, model)
+        finally:
+            session.conf.set("spark.sql.session.timeZone", zone)
+
+    @staticmethod
+    def _check(project, servers, model):
+        relation = topic = f"{project.test_schema}.{model}"
+        wait_for_confirmations(servers, topic, 2)
+        records = confirmed(servers, topic, read_topic(servers, topic))
+        types, table = table_state(relation)
+        row = ", ".join(f"`{c}` {t}" for c, t in types.items())
+        schema = row if model == "upsert_json" else f"before struct<{row}>, after struct<{row}>, op string"
+        values = [(i, m.value.decode()) for i, m in enumerate(records) if m.value is not None]
+        parsed = dict(spark().createDataFrame(values, "i int, value string")
+                      .selectExpr("i", f"from_json(value, '{schema}') as v").collect())
+        state = {}
+        for i, m in enumerate(records):
+            if m.value is None:  # a tombstone deletes its key (after a `d`: again)
+                state.pop(m.key, None)
+                continue
+            event = parsed[i]
+            if model == "upsert_json":
+                state[m.key] = canonical(event.asDict(recursive=True), types)
+            elif event.op == "d":
+                assert event.before is not None, f"{model}: a delete without its row"
+                state.pop(m.key, None)
+            else:
+                if event.op == "u":
+                    assert event.before is not None, f"{model}: an update without its before image"
+                state[m.key] = canonical(event.after.asDict(recursive=True), types)
+        from collections import Counter
+
+        assert Counter(state.values()) == table, f"{model}: Spark's from_json replay differs"
+        if model != "upsert_json":
+            assert {m.op for m in changes(records)} == {"c", "u", "d"}
