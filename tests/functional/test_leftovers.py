@@ -47,6 +47,7 @@ class TestLeftoverDirectories:
                      "fresh__logstore_new", "fresh__logstore_changes"):
             assert f"removing file:{base / name}" in text or f"removing {base / name}" in text, name
             assert not (base / name).exists() or not any((base / name).iterdir())
+        assert not [p.name for p in base.iterdir() if "__logstore_" in p.name]  # helpers included
         for model in ("orders", "fresh"):
             relation = f"{schema}.{model}"
             assert sorted(tuple(r) for r in spark().table(relation).collect()) == [(1, "b"), (2, "c")]

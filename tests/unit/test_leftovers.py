@@ -35,3 +35,5 @@ def test_removal_points_a_managed_table_at_the_directory_and_drops_it():
     assert statements[1].startswith("create table analytics.orders__logstore_new__gc")
     assert statements[2] == "alter table analytics.orders__logstore_new__gc set location 'file:/wh/a\\'b'"
     assert statements[3] == "drop table analytics.orders__logstore_new__gc"
+    # and the helper's own directory goes too
+    assert statements[4:] == [statements[1], statements[3]]

@@ -41,9 +41,12 @@ def removal_sql(gc_relation: str, location: str) -> List[str]:
     """Statements that delete `location` through the metastore. A run killed among them leaves
     `gc_relation` pointing at the directory; the first statement of the next removal drops it,
     and the directory with it."""
+    create = f"create table {gc_relation} (removed int) using parquet"
     return [
         f"drop table if exists {gc_relation}",
-        f"create table {gc_relation} (removed int) using parquet",
+        create,
         f"alter table {gc_relation} set location {sql_string(location)}",
+        f"drop table {gc_relation}",  # deletes `location`
+        create,  # at its own (empty) directory again, so that its drop removes that too
         f"drop table {gc_relation}",
     ]
