@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.kafka_errors import bridge_kafka_logs, kafka_failure
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
 
@@ -25,6 +26,9 @@ PRODUCER_DEFAULTS: Dict[str, Any] = {
     "transaction_timeout_ms": 60000,
 }
 ADMIN_DEFAULTS: Dict[str, Any] = {"request_timeout_ms": 15000, "bootstrap_timeout_ms": 10000}
+
+
+bridge_kafka_logs()  # kafka-python's log lines go to dbt's debug log, not the console
 
 
 def client_config(log: LogConfig, defaults: Mapping[str, Any]) -> Dict[str, Any]:
@@ -87,11 +91,8 @@ def partition_for(data: bytes, partitions: "list[int]") -> int:
 
 
 def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
-    return DbtRuntimeError(
-        f"Model '{log.model}': the Kafka log at '{log.bootstrap_servers}' (config "
-        f"'kafka.bootstrap.servers') is not usable: {type(exc).__name__}: {exc}. "
-        f"Nothing was changed."
-    )
+    """The log cannot be used: the cause in plain words (kafka_errors.py)."""
+    return kafka_failure(log.model, log.bootstrap_servers, exc)
 
 
 def _bounded(call: Callable[[], Any], timeout_s: float) -> None:

@@ -1,0 +1,122 @@
+"""Errors at the Kafka boundary, said in plain words.
+
+kafka-python reports the real cause of a failed connection (bad credentials, a certificate it
+cannot verify, a TLS handshake that fails) only in its log, and then raises a bare
+"Unable to bootstrap". So its loggers are bridged into dbt's logger at debug level (never
+raw on the console), the recent warnings and errors are kept, and `kafka_failure` names the
+cause from the exception and those lines together: one error line with the model, the cause
+and the setting to check. Passwords never reach a message: kafka-python does not log them,
+and nothing here prints client properties.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Deque, Iterable, List, Optional
+
+from dbt.adapters.events.logging import AdapterLogger
+from dbt_common.exceptions import DbtRuntimeError
+
+_dbt_logger = AdapterLogger("logstore.kafka")
+
+
+class _Bridge(logging.Handler):
+    """kafka-python's log records -> dbt's debug log, the warnings and errors kept a while."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.recent: Deque[str] = deque(maxlen=200)
+        self._lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record must not break the run
+            return
+        if record.levelno >= logging.WARNING:
+            with self._lock:
+                self.recent.append(message)
+        if record.levelno >= logging.INFO:
+            _dbt_logger.debug(f"{record.name}: {message}")
+
+    def last(self, count: int) -> List[str]:
+        with self._lock:
+            return list(self.recent)[-count:]
+
+
+_BRIDGE = _Bridge()
+
+
+def bridge_kafka_logs() -> None:
+    """Route the `kafka` loggers into dbt's log (idempotent)."""
+    kafka_logger = logging.getLogger("kafka")
+    if _BRIDGE not in kafka_logger.handlers:
+        kafka_logger.addHandler(_BRIDGE)
+        kafka_logger.propagate = False  # never raw on the console
+        if kafka_logger.level == logging.NOTSET or kafka_logger.level > logging.INFO:
+            kafka_logger.setLevel(logging.INFO)
+
+
+@dataclass(frozen=True)
+class Cause:
+    words: str  # what went wrong, in plain words
+    check: str  # the settings to check
+
+
+def _chain(exc: BaseException) -> Iterable[BaseException]:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def cause_of(exc: BaseException, log_lines: Iterable[str] = ()) -> Cause:
+    """The cause of a failed Kafka call, from the exception chain and kafka-python's recent
+    warnings and errors."""
+    names = " ".join(f"{type(e).__name__}: {e}" for e in _chain(exc))
+    text = names + " " + " ".join(log_lines)
+    lowered = text.lower()
+    if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered \
+            or "hostname mismatch" in lowered or "sslcertverificationerror" in lowered:
+        return Cause("TLS failed: the broker's certificate could not be verified (an unknown "
+                     "certificate authority, or a name that does not match the server)",
+                     "ssl.cafile (the CA that signed the broker's certificate), "
+                     "ssl.check.hostname, and the host names in kafka.bootstrap.servers")
+    if "sasl" in lowered and ("authentication" in lowered or "authenticat" in lowered) \
+            or "authenticationfailed" in lowered or "authentication failed" in lowered:
+        return Cause("authentication failed: the broker rejected the credentials",
+                     "sasl.mechanism, sasl.plain.username and sasl.plain.password in the "
+                     "profile's kafka_properties")
+    if "ssl" in lowered and ("handshake" in lowered or "wrong_version_number" in lowered
+                             or "sslerror" in lowered or "eof occurred" in lowered):
+        return Cause("TLS failed: the TLS handshake with the broker did not complete (is the "
+                     "listener TLS, and does it speak the protocol configured?)",
+                     "security.protocol and the port in kafka.bootstrap.servers")
+    if "topicauthorizationfailed" in lowered:
+        return Cause("not authorized: the broker refused this principal access to the topic",
+                     "the ACLs of the principal in kafka_properties on the topic and its "
+                     "__logstore_commits topic (describe, create, read, write)")
+    if "transactionalidauthorizationfailed" in lowered:
+        return Cause("not authorized: the broker refused this principal its transactional id",
+                     "the ACLs on transactional ids 'dbt-logstore.*' (write, describe)")
+    if "clusterauthorizationfailed" in lowered or "authorizationfailed" in lowered:
+        return Cause("not authorized: the broker refused the request", "the principal's ACLs")
+    if "unknowntopicorpartition" in lowered:
+        return Cause("the topic does not exist and could not be created",
+                     "kafka.topic, or create it (auto-creation is off on this broker)")
+    return Cause("unreachable: no broker answered", "kafka.bootstrap.servers (host and port), "
+                 "the network between dbt and Kafka, and security.protocol")
+
+
+def kafka_failure(model: str, servers: Optional[str], exc: BaseException, doing: str = "",
+                  changed: str = "Nothing was changed.") -> DbtRuntimeError:
+    """One error line: the model, what was being done, the cause in plain words (from the
+    exception and kafka-python's latest warnings) and the settings to check."""
+    cause = cause_of(exc, _BRIDGE.last(30))
+    what = f" while {doing}" if doing else ""
+    return DbtRuntimeError(
+        f"Model '{model}': Kafka at '{servers}'{what}: {cause.words}. Check {cause.check}. "
+        f"({type(exc).__name__}: {exc}) {changed}".rstrip())

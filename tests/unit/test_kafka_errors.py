@@ -1,0 +1,55 @@
+"""The cause of a Kafka failure in plain words, from the exception and kafka-python's log."""
+import logging
+
+from kafka.errors import KafkaTimeoutError, TopicAuthorizationFailedError
+
+from dbt.adapters.logstore.kafka_errors import bridge_kafka_logs, cause_of, kafka_failure
+
+BOOTSTRAP = KafkaTimeoutError("Unable to bootstrap from b:9092")
+
+
+def test_unreachable():
+    assert cause_of(BOOTSTRAP).words.startswith("unreachable")
+    assert "kafka.bootstrap.servers" in cause_of(BOOTSTRAP).check
+
+
+def test_authentication_is_read_from_the_log():
+    lines = ["<BrokerConnection ...>: Authentication failed: SaslAuthenticationFailedError: "
+             "Authentication failed: Invalid username or password"]
+    cause = cause_of(BOOTSTRAP, lines)
+    assert cause.words.startswith("authentication failed")
+    assert "sasl.plain.password" in cause.check
+
+
+def test_bad_certificate():
+    lines = ["SSLCertVerificationError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+             "self-signed certificate"]
+    assert "certificate could not be verified" in cause_of(BOOTSTRAP, lines).words
+    assert "ssl.cafile" in cause_of(BOOTSTRAP, lines).check
+    hostname = ["certificate verify failed: Hostname mismatch, certificate is not valid for 'x'"]
+    assert "does not match" in cause_of(BOOTSTRAP, hostname).words
+
+
+def test_tls_handshake():
+    lines = ["SSLError: [SSL: WRONG_VERSION_NUMBER] wrong version number"]
+    assert cause_of(BOOTSTRAP, lines).words.startswith("TLS failed: the TLS handshake")
+
+
+def test_topic_authorization():
+    cause = cause_of(TopicAuthorizationFailedError("t"))
+    assert cause.words.startswith("not authorized") and "ACLs" in cause.check
+
+
+def test_failure_names_model_cause_and_setting():
+    message = str(kafka_failure("orders", "b:9092", BOOTSTRAP))
+    assert "Model 'orders'" in message and "unreachable" in message
+    assert "Check kafka.bootstrap.servers" in message and "Nothing was changed." in message
+
+
+def test_kafka_logs_go_to_dbt_not_the_console(capsys):
+    bridge_kafka_logs()
+    bridge_kafka_logs()  # idempotent
+    logging.getLogger("kafka.net.manager").error("Bootstrap failed: secret-free line")
+    captured = capsys.readouterr()
+    assert "Bootstrap failed" not in captured.err and "Bootstrap failed" not in captured.out
+    assert logging.getLogger("kafka").propagate is False
