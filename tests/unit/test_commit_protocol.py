@@ -620,6 +620,7 @@ def test_confirmation_record_content():
         "offsets": {"0": [10, 11], "2": [30, 30]},  # inclusive [first, last]
         # partition 1 got nothing this time: it carries on from the previous snapshot
         "end_offsets": {"0": 12, "1": 20, "2": 31},
+        "transactions": 1,  # Kafka transactions the records took
     }
     assert previous.end_offsets == {0: 10, 1: 20, 2: 30}  # not modified
 

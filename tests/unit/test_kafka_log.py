@@ -1109,3 +1109,50 @@ def test_a_commit_the_broker_never_answers_fails_within_the_delivery_timeout(mon
     with pytest.raises(ValueError, match="boom"):
         _bounded(lambda: (_ for _ in ()).throw(ValueError("boom")), 2)
     _bounded(lambda: None, 2)
+
+
+def test_transaction_clock_is_due_after_a_third_of_the_timeout(monkeypatch):
+    from dbt.adapters.logstore import kafka_log
+
+    now = [100.0]
+    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
+    clock = kafka_log.TransactionClock(60000)
+    assert clock.budget_s == 20.0 and not clock.due()
+    now[0] += 19.9
+    assert not clock.due()
+    now[0] += 0.1
+    assert clock.due()
+    clock.restart()
+    assert not clock.due()
+
+
+def test_long_write_commits_along_the_way_and_confirms_once(fake_producer, monkeypatch):
+    from dbt.adapters.logstore import kafka_log
+
+    now = [0.0]
+    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
+    log = make_log(consistency="transactional", properties={"transaction.timeout.ms": "3000"})
+    writer = KafkaLogWriter(log, "analytics.orders")
+    (producer,) = fake_producer.instances
+    for i in range(2500):
+        now[0] += 0.0011  # 1.1 ms per record; a transaction may stay open 1 s
+        writer.send(b'{"id":%d}' % i, b"v", route=b"")
+    confirm = Confirm(producer)
+    result = writer.commit(confirm)
+    # due at records 1000 and 2000 (the clock is looked at every 1000 records)
+    assert producer.calls.count("commit_transaction") == 3
+    assert producer.calls.count("begin_transaction") == 3
+    assert result.transactions == 3 and result.records == 2500
+    # the confirmation goes in the last transaction, with every record's offsets
+    assert producer.calls[-3:] == ["send analytics.orders__logstore_commits", "commit_transaction", "close"]
+    assert confirm.results == [(2500, {0: (0, 2500)})]
+
+
+def test_eventual_writer_has_no_transactions_to_split(fake_producer, monkeypatch):
+    from dbt.adapters.logstore import kafka_log
+
+    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: 1e9)
+    writer = KafkaLogWriter(make_log(consistency="eventual"), "analytics.orders")
+    for i in range(2000):
+        writer.send(b"k", b"v", route=b"")
+    assert "commit_transaction" not in fake_producer.instances[0].calls

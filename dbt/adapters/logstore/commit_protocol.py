@@ -141,6 +141,7 @@ class Snapshot:
     attempt: Optional[str] = None
     records: int = 0
     written: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # [first, next) this commit
+    transactions: int = 1  # Kafka transactions the attempt's records took
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "Snapshot":
@@ -154,7 +155,8 @@ class Snapshot:
         return cls(id=int(confirmation["snapshot"]),
                    end_offsets={int(p): int(o) for p, o in confirmation["end_offsets"].items()},
                    attempt=confirmation["attempt"], records=int(confirmation["records"]),
-                   written={int(p): (a, b + 1) for p, (a, b) in confirmation["offsets"].items()})
+                   written={int(p): (a, b + 1) for p, (a, b) in confirmation["offsets"].items()},
+                   transactions=int(confirmation.get("transactions", 1)))
 
     def properties(self, changeset: str) -> Dict[str, str]:
         return {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
@@ -175,6 +177,7 @@ def confirmation_record(log: LogConfig, table: TableRef, snapshot_id: int, chang
         "offsets": _ranges(result),
         "end_offsets": {str(p): o for p, o in sorted(end_offsets.items())},
         "ts_ms": int(time.time() * 1000),
+        "transactions": result.transactions,
     }
     if writers is not None:
         value["writers"] = {name: _ranges(w) for name, w in sorted(writers.items())}
@@ -307,9 +310,10 @@ def write_change_set_parallel(
     confirmation: Dict[str, Any] = {}
     try:
         writers = dict(run_tasks(attempt))
-        total = WriteResult(topic=str(log.topic))
+        total = WriteResult(topic=str(log.topic), transactions=0)
         for result in writers.values():
             total.records += result.records
+            total.transactions += result.transactions
             for p, (first, nxt) in result.offsets.items():
                 total.acknowledge(p, first)
                 total.acknowledge(p, nxt - 1)

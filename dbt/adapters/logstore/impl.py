@@ -41,6 +41,7 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_end_offsets: Optional[Dict[str, int]] = None
     log_attempt: Optional[str] = None
     log_seconds: Optional[float] = None  # from the table commit to the log commit
+    log_transactions: Optional[int] = None  # Kafka transactions the records took
 
 
 @dataclass
@@ -384,6 +385,7 @@ class LogstoreAdapter(SparkAdapter):
             log_end_offsets={str(p): o for p, o in sorted(snapshot.end_offsets.items())},
             log_attempt=snapshot.attempt,
             log_seconds=round(time.monotonic() - started, 3),
+            log_transactions=snapshot.transactions,
         )
 
     @available

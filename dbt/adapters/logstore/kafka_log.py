@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
@@ -88,6 +89,28 @@ def partition_for(data: bytes, partitions: "list[int]") -> int:
     from kafka.partitioner.default import murmur2
 
     return partitions[(murmur2(data) & 0x7FFFFFFF) % len(partitions)]
+
+
+class TransactionClock:
+    """When a long transactional write commits along the way. A broker aborts a transaction
+    open longer than its transaction.timeout.ms (Apache Kafka enforces it; Paimon's users hit
+    it), so a change set of any size is written in transactions of at most a third of it. The
+    attempt still has one confirmation, in its last transaction: consumers that follow the
+    confirmations get it exactly once; a plain read_committed consumer sees the committed part
+    of an attempt that later fails, and its retry (docs/log-format.md, section 5)."""
+
+    CHECK_EVERY = 1000  # records between looks at the clock
+    SHARE = 3  # of transaction.timeout.ms
+
+    def __init__(self, timeout_ms: float) -> None:
+        self.budget_s = float(timeout_ms) / 1000 / self.SHARE
+        self.started = time.monotonic()
+
+    def due(self) -> bool:
+        return time.monotonic() - self.started >= self.budget_s
+
+    def restart(self) -> None:
+        self.started = time.monotonic()
 
 
 def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
@@ -278,6 +301,8 @@ class KafkaLogWriter(LogWriter):
             raise _unreachable(log, exc) from exc
         self._partitions = sorted(partitions or [0])
         self._wait_s = (config.get("delivery_timeout_ms") or 120000) / 1000
+        self._clock = TransactionClock(config.get("transaction_timeout_ms") or 60000) \
+            if log.transactional else None
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
         # The per-record path is the mirror's hot loop: everything it needs is looked up once.
@@ -314,6 +339,24 @@ class KafkaLogWriter(LogWriter):
         future.add_callback(self._on_success_cb)
         future.add_errback(self._on_error_cb)
         self._result.records += 1
+        if self._clock is not None and self._result.records % TransactionClock.CHECK_EVERY == 0 \
+                and self._clock.due():
+            self._next_transaction()
+
+    def _next_transaction(self) -> None:
+        """Commit what is sent so far and go on in a new transaction (TransactionClock)."""
+        from kafka.errors import KafkaError
+
+        try:
+            self._producer.flush(timeout=self._wait_s)
+            if self._error is not None:
+                raise self._failure(self._error)
+            _bounded(self._producer.commit_transaction, self._wait_s)
+            self._producer.begin_transaction()
+        except KafkaError as exc:
+            raise self._failure(exc) from exc
+        self._result.transactions += 1
+        self._clock.restart()
 
     def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         from kafka.errors import KafkaError
@@ -429,6 +472,8 @@ class ConfluentLogWriter(LogWriter):
             raise _unreachable(log, exc) from exc
         topic = metadata.topics.get(str(log.topic))
         self._partitions = sorted(topic.partitions) if topic and topic.partitions else [0]
+        self._clock = TransactionClock(config.get("transaction.timeout.ms") or 60000) \
+            if log.transactional else None
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
         self._unsent = 0
@@ -480,6 +525,21 @@ class ConfluentLogWriter(LogWriter):
         if self._unsent >= self.POLL_EVERY:
             self._unsent = 0
             self._poll(0)
+            if self._clock is not None and self._clock.due():
+                self._next_transaction()
+
+    def _next_transaction(self) -> None:
+        """Commit what is sent so far and go on in a new transaction (TransactionClock)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._flush()
+            self._producer.commit_transaction(30)
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise self._failure(exc) from exc
+        self._result.transactions += 1
+        self._clock.restart()
 
     def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         from confluent_kafka import KafkaException

@@ -15,6 +15,9 @@ class WriteResult:
     topic: str
     records: int = 0
     offsets: Dict[int, "tuple[int, int]"] = field(default_factory=dict)
+    # Kafka transactions the records took: a long write commits along the way, each
+    # transaction well inside transaction.timeout.ms (see kafka_log.TransactionClock)
+    transactions: int = 1
 
     def acknowledge(self, partition: int, offset: int) -> None:
         first, nxt = self.offsets.get(partition, (offset, offset + 1))

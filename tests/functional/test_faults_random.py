@@ -1,0 +1,180 @@
+"""Crash-proof at any instant: `dbt run` of four logged models (keyed 3-partition table, keyless
+table, incremental append, an eventual table written by 2 Spark tasks) is killed with SIGKILL,
+its whole process group (dbt and the Spark JVM it started: the session method), at a random
+moment; then a normal run recovers. After each round, checked independently of the package's
+reader (docs/log-format.md, tests/functional/contract.py):
+- the confirmed records replay to each table (read from its files);
+- every snapshot is confirmed once, in order;
+- each table records the snapshot and end offsets of its log's last confirmation;
+- nothing of the protocol (`__logstore_*` tables or directories) is left.
+
+Rounds: LOGSTORE_KILL_ROUNDS (default 2; `make soak ROUNDS=N`); the seed: LOGSTORE_KILL_SEED
+(default random), printed with every failure so a round can be replayed.
+"""
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tests.functional.contract import (
+    canonical, confirmed, read_topic, replay, spark, wait_for_confirmations,
+)
+from tests.functional.fault_project import write_project
+
+KEYED = """
+{{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=3,
+          kafka_topic='keyed_' ~ var('suffix')) }}
+select id, concat('v', cast((id * {{ var('step') }}) % 7 as string)) as version
+from range({{ var('step') }} % 5, 40 + {{ var('step') }} % 9) as r(id)
+"""
+KEYLESS = """
+{{ config(materialized='table', log_system='kafka', log_system_partitions=2,
+          kafka_topic='keyless_' ~ var('suffix')) }}
+select id % 6 as bucket, cast({{ var('step') }} % 3 as int) as phase
+from range(30 + {{ var('step') }} % 4) as r(id)
+"""
+APPENDED = """
+{{ config(materialized='incremental', incremental_strategy='append', log_system='kafka',
+          kafka_topic='appended_' ~ var('suffix')) }}
+select {{ var('step') }} as step, id from range(20) as r(id)
+"""
+EVENTUAL = """
+{{ config(materialized='table', unique_key='id', log_system='kafka', log_consistency='eventual',
+          log_mirror_parallelism=2, log_system_partitions=2, kafka_topic='eventual_' ~ var('suffix')) }}
+select id, {{ var('step') }} % 4 as tier from range({{ var('step') }} % 3, 30) as r(id)
+"""
+MODELS = {"keyed": KEYED, "keyless": KEYLESS, "appended": APPENDED, "eventual": EVENTUAL}
+
+
+def _dbt_command(root: Path, step: int, suffix: str) -> List[str]:
+    return [str(Path(sys.executable).parent / "dbt"), "run", "--vars",
+            json.dumps({"step": step, "suffix": suffix}), "--project-dir", str(root),
+            "--profiles-dir", str(root)]
+
+
+def _status(root: Path, step: int, suffix: str) -> List[Dict]:
+    """`dbt-logstore status`: each table's recorded snapshot and offsets next to its log's."""
+    cli = str(Path(sys.executable).parent / "dbt-logstore")
+    result = subprocess.run([cli, "status", "--json", "--project-dir", str(root), "--profiles-dir",
+                             str(root), "--vars", json.dumps({"step": step, "suffix": suffix})],
+                            capture_output=True, text=True, timeout=300, cwd=root)
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"dbt-logstore status said nothing:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+    return lines
+
+
+def _phase(root: Path) -> str:
+    """Where the killed run was: the last statement or step dbt logged."""
+    log = (root / "logs" / "dbt.log")
+    if not log.exists():
+        return "starting (no log yet)"
+    text = log.read_text(errors="replace")[-20000:]
+    text = text[text.rfind("Running with dbt"):] if "Running with dbt" in text else text
+    steps = re.findall(r"(create table \S+|alter table \S+ (?:set|rename)|drop table if exists \S+"
+                       r"|insert into \S+|mirrored \d+ records|re-sending change set|taking over the lock"
+                       r"|Concurrency: |Registered adapter|starts its log)", text)
+    return steps[-1] if steps else "starting dbt"
+
+
+class RandomKills:
+    def __init__(self, root: Path, schema: str, bootstrap: str, seed: int):
+        self.root, self.schema, self.bootstrap = root, schema, bootstrap
+        self.suffix = uuid.uuid4().hex[:8]
+        self.random = random.Random(seed)
+        self.seed = seed
+        self.step = 0
+        self.report: List[str] = []
+
+    @property
+    def warehouse(self) -> Path:
+        return self.root / "spark" / "warehouse" / f"{self.schema}.db"
+
+    def run(self, kill_after: float = None) -> subprocess.CompletedProcess:
+        self.step += 1
+        command = _dbt_command(self.root, self.step, self.suffix)
+        if kill_after is None:
+            return subprocess.run(command, cwd=self.root, capture_output=True, text=True, timeout=600)
+        (self.root / "logs" / "dbt.log").unlink(missing_ok=True)
+        process = subprocess.Popen(command, cwd=self.root, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            process.wait(timeout=kill_after)
+            return subprocess.CompletedProcess(command, process.returncode, "", "")
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # dbt and its Spark JVM, at once
+            process.wait()
+            return None
+
+    def rows(self, model: str):
+        df = spark().read.parquet(str(self.warehouse / model))
+        types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        return types, Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
+
+    def check(self, context: str) -> None:
+        status = {s["model"]: s for s in _status(self.root, self.step, self.suffix)}
+        for model in MODELS:
+            topic = f"{model}_{self.suffix}"
+            where = f"{context}, model {model} (seed {self.seed})"
+            assert model in status, f"{where}: no status line"
+            snapshot = status[model]["table_snapshot"]
+            confirmations = wait_for_confirmations(self.bootstrap, topic, snapshot)
+            snapshots = [c["snapshot"] for c in confirmations]
+            assert snapshots == list(range(1, len(snapshots) + 1)), \
+                f"{where}: each snapshot confirmed once, in order: {snapshots}"
+            assert snapshot == snapshots[-1], f"{where}: table at {snapshot}, log at {snapshots[-1]}"
+            last = confirmations[-1]["end_offsets"]
+            assert status[model]["table_offsets"] == {p: o for p, o in last.items()}, \
+                f"{where}: {status[model]}"
+            assert status[model]["agree"], f"{where}: {status[model]['problems']}"
+            types, table = self.rows(model)
+            messages = confirmed(self.bootstrap, topic, read_topic(self.bootstrap, topic))
+            replayed = replay(messages, types)
+            assert replayed == table, (f"{where}: replay differs\n only in log: {replayed - table}\n"
+                                       f" only in table: {table - replayed}")
+        left = sorted(p.name for p in self.warehouse.iterdir() if "__logstore_" in p.name)
+        assert not left, f"{context} (seed {self.seed}): left behind: {left}"
+
+
+def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int) -> List[str]:
+    kills = RandomKills(root, schema, bootstrap, seed)
+    started = time.monotonic()
+    first = kills.run()
+    assert first.returncode == 0, f"first run (seed {seed}):\n{first.stdout[-3000:]}"
+    normal = time.monotonic() - started
+    kills.check("after the first run")
+    for number in range(1, rounds + 1):
+        # a moment anywhere in a run: from dbt's start to past its usual end
+        delay = kills.random.uniform(0.5, normal * 1.1)
+        killed = kills.run(kill_after=delay)
+        phase = "finished before the kill" if killed is not None else _phase(root)
+        recovered = kills.run()
+        line = f"round {number}: kill at {delay:.1f} s ({phase})"
+        assert recovered.returncode == 0, f"{line}, seed {seed}: recovery failed\n{recovered.stdout[-4000:]}"
+        actions = [a for a in ("taking over the lock", "re-sending change set", "already confirmed",
+                               "putting", "removing") if a in recovered.stdout]
+        kills.report.append(f"{line}; recovery: {', '.join(actions) or 'nothing to do'}")
+        kills.check(line)
+    return kills.report
+
+
+def test_random_kills(tmp_path, kafka_bootstrap_servers):
+    rounds = int(os.environ.get("LOGSTORE_KILL_ROUNDS", "2"))
+    seed = int(os.environ.get("LOGSTORE_KILL_SEED") or random.SystemRandom().randrange(1 << 30))
+    print(f"random kills: seed {seed}, {rounds} rounds (LOGSTORE_KILL_SEED={seed} replays them)")
+    schema = f"kills_{uuid.uuid4().hex[:8]}"
+    write_project(tmp_path, schema, kafka_bootstrap_servers, None, models=MODELS)
+    report = kill_rounds(tmp_path, schema, kafka_bootstrap_servers, rounds, seed)
+    print("\n".join(report))
+    out = os.environ.get("LOGSTORE_KILL_REPORT")
+    if out:
+        Path(out).write_text(f"seed {seed}\n" + "\n".join(report) + "\n")
