@@ -145,7 +145,8 @@ class RandomKills:
         assert not left, f"{context} (seed {self.seed}): left behind: {left}"
 
 
-def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int) -> List[str]:
+def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int,
+                report_file: Path = None) -> List[str]:
     kills = RandomKills(root, schema, bootstrap, seed)
     started = time.monotonic()
     first = kills.run()
@@ -164,6 +165,9 @@ def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int)
                                "putting", "removing") if a in recovered.stdout]
         kills.report.append(f"{line}; recovery: {', '.join(actions) or 'nothing to do'}")
         kills.check(line)
+        if report_file is not None:  # round by round, so a long soak shows its progress
+            with open(report_file, "a") as out:
+                out.write(kills.report[-1] + "; checked\n")
     return kills.report
 
 
@@ -173,8 +177,9 @@ def test_random_kills(tmp_path, kafka_bootstrap_servers):
     print(f"random kills: seed {seed}, {rounds} rounds (LOGSTORE_KILL_SEED={seed} replays them)")
     schema = f"kills_{uuid.uuid4().hex[:8]}"
     write_project(tmp_path, schema, kafka_bootstrap_servers, None, models=MODELS)
-    report = kill_rounds(tmp_path, schema, kafka_bootstrap_servers, rounds, seed)
-    print("\n".join(report))
     out = os.environ.get("LOGSTORE_KILL_REPORT")
     if out:
-        Path(out).write_text(f"seed {seed}\n" + "\n".join(report) + "\n")
+        Path(out).write_text(f"seed {seed}, {rounds} rounds\n")
+    report = kill_rounds(tmp_path, schema, kafka_bootstrap_servers, rounds, seed,
+                         Path(out) if out else None)
+    print("\n".join(report))
