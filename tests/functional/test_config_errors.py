@@ -146,3 +146,29 @@ select * from values (1, 'a'), (2, 'b'), (2, 'c') as t(id, v)
         out = failure_text(["run", "-s", "born_repeated"])
         assert "Model 'born_repeated'" in out and "unique_key" in out and '{"id":2}' in out
         assert not spark().catalog.tableExists(f"{project.test_schema}.born_repeated")
+
+
+class TestEveryBadModelInOnePass:
+    """Three models with bad log options: parse, compile and run each name all three, with key,
+    value and what is allowed, and nothing is built."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "bad_consistency.sql": "{{ config(materialized='table', log_system='kafka', "
+                                   "log_consistency='sometimes') }} " + PLAIN,
+            "bad_partitions.sql": "{{ config(materialized='table', log_system='kafka', "
+                                  "log_system_partitions=0) }} " + PLAIN,
+            "bad_view.sql": "{{ config(materialized='view', log_system='kafka') }} " + PLAIN,
+            "fine.sql": "{{ config(materialized='table', log_system='kafka') }} " + PLAIN,
+        }
+
+    def test_all_named(self, project):
+        for command in (["parse"], ["compile"], ["run"]):
+            out = failure_text(command)
+            assert "3 models have an invalid log configuration" in out, (command, out[-2000:])
+            assert "Model 'bad_consistency'" in out and "transactional, eventual" in out
+            assert "Model 'bad_partitions'" in out and "'log.system.partitions'" in out
+            assert "Model 'bad_view'" in out and "allowed materializations are table, incremental" in out
+            assert "Model 'fine'" not in out
+        assert not spark().catalog.tableExists(f"{project.test_schema}.fine")

@@ -22,7 +22,7 @@ from dbt.adapters.logstore import (
 )
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import (
-    LogConfig, ModelRef, continue_stored_shape, resolve_log_config,
+    LogConfig, LogConfigError, ModelRef, continue_stored_shape, resolve_log_config,
 )
 from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import iter_query_rows
@@ -100,12 +100,30 @@ class LogstoreAdapter(SparkAdapter):
             profile_client=getattr(creds, "kafka_client", None),
         )
 
-    @available
-    def logstore_validate_node(self, node: Any) -> str:
-        """Parse-time check of every node (called while dbt names its schema)."""
-        if node is not None and _get(node, "config") is not None:
-            self.logstore_config(node)
-        return ""
+    def set_macro_resolver(self, macro_resolver: Any) -> None:
+        """dbt hands over the loaded manifest here after every parse (full or partial), before
+        anything runs: the log options of every node are checked at once, so `dbt parse`,
+        `compile` and `run` name every model with a bad log configuration in one error, and
+        nothing is built or written."""
+        super().set_macro_resolver(macro_resolver)
+        nodes = getattr(macro_resolver, "nodes", None)
+        if nodes:
+            self._validate_nodes(nodes.values())
+
+    def _validate_nodes(self, nodes: Any) -> None:
+        errors = []
+        for node in sorted(nodes, key=lambda n: str(_get(n, "unique_id"))):
+            if _get(node, "config") is None:
+                continue
+            try:
+                self.logstore_config(node)
+            except LogConfigError as exc:
+                errors.append(str(exc.msg))
+        if len(errors) == 1:
+            raise LogConfigError(errors[0])
+        if errors:
+            raise LogConfigError(f"{len(errors)} models have an invalid log configuration:\n"
+                                 + "\n".join(f"- {e}" for e in errors))
 
     # --- one run at a time per model ----------------------------------------------------
 
