@@ -4,7 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit functional install bench bench-diff clean
+.PHONY: demo test unit functional install bench bench-diff soak clean
+
+# PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
+# apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
+# which the tests run as a subprocess; they fail without LOGSTORE_FLINK_PYTHON.
+FLINK_VENV  := .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed
+FLINK_ENV   := LOGSTORE_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,19 +24,30 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+$(FLINK_STAMP):
+	$(PYTHON) -m venv $(FLINK_VENV) && $(FLINK_VENV)/bin/pip install --quiet apache-flink==2.3.0
+	touch $(FLINK_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
 
 # Two workers, a file each at a time: every worker has its own Spark session, metastore and
 # embedded broker, and the subprocess-heavy fault tests run beside the rest.
-test: $(STAMP)
-	$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 2 --dist loadfile
+test: $(STAMP) $(FLINK_STAMP)
+	$(FLINK_ENV) $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 2 --dist loadfile
+
+# Random kills (tests/functional/test_faults_random.py) for as long as you like:
+# make soak ROUNDS=50 [SEED=N]; the rounds are written to soak-report.txt as they pass.
+ROUNDS ?= 50
+soak: $(STAMP)
+	LOGSTORE_KILL_ROUNDS=$(ROUNDS) LOGSTORE_KILL_SEED=$(SEED) LOGSTORE_KILL_REPORT=$(CURDIR)/soak-report.txt \
+		$(BIN)/python -m pytest tests/functional/test_faults_random.py -p no:cacheprovider -q -s
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
 
-functional: $(STAMP)
-	$(BIN)/python -m pytest tests/functional -q
+functional: $(STAMP) $(FLINK_STAMP)
+	$(FLINK_ENV) $(BIN)/python -m pytest tests/functional -q
 
 # The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of
 # throughput, ratios to the raw producer and peak memory. BENCH_ARGS=--quick for a short run.
@@ -47,4 +65,4 @@ bench-diff: $(STAMP)
 	$(BIN)/python benchmarks/diff.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) sample_project/target sample_project/logs
+	rm -rf $(VENV) $(FLINK_VENV) sample_project/target sample_project/logs
