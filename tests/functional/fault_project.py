@@ -64,7 +64,8 @@ class FaultProject:
 
 def write_project(root: Path, schema: str, bootstrap_servers: str, server: Optional[ThriftServer],
                   kafka_properties: Optional[Dict[str, str]] = None,
-                  models: Optional[Dict[str, str]] = None) -> None:
+                  models: Optional[Dict[str, str]] = None,
+                  profile: Optional[Dict[str, Any]] = None) -> None:
     (root / "models").mkdir(exist_ok=True)
     for name, sql in (models or {"flaky": MODEL, "big": BIG, "appended": APPENDED}).items():
         (root / "models" / f"{name}.sql").write_text(sql)
@@ -79,7 +80,8 @@ def write_project(root: Path, schema: str, bootstrap_servers: str, server: Optio
                   "connect_retries": 3, "connect_timeout": 5, "poll_interval": 1}
     (root / "profiles.yml").write_text(yaml.safe_dump({"faults": {"target": "dev", "outputs": {"dev": {
         "type": "logstore", **method, "schema": schema, "threads": 1,
-        "kafka_bootstrap_servers": bootstrap_servers, "kafka_properties": kafka_properties or {}}}}}))
+        "kafka_bootstrap_servers": bootstrap_servers, "kafka_properties": kafka_properties or {},
+        **(profile or {})}}}}))
 
 
 @pytest.fixture(scope="module")

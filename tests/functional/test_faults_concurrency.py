@@ -132,3 +132,46 @@ def test_broker_lost_in_the_middle_of_a_mirror_fails_clearly_and_the_next_run_co
     # ... and the next run goes on from there
     assert _run(project, 3, suffix).returncode == 0
     _check_contract(project, bootstrap, topic, snapshots=3)
+
+
+LEASE_SECONDS = 6
+
+
+@pytest.fixture
+def leased_project(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_server) -> FaultProject:
+    """A fault project of its own (snapshot ids from 1) with a short lease, so a paused owner
+    loses its lock within the test."""
+    root = tmp_path_factory.mktemp("lease_project")
+    schema = f"lease_{uuid.uuid4().hex[:8]}"
+    write_project(root, schema, kafka_bootstrap_servers, spark_thrift_server,
+                  profile={"lock_lease_seconds": LEASE_SECONDS})
+    return FaultProject(root, schema, spark_thrift_server)
+
+
+@pytest.mark.parametrize("point", ["before_table_commit", "after_table_commit"])
+def test_a_paused_owner_loses_its_lease_and_is_fenced(leased_project, kafka_bootstrap_servers,
+                                                       tmp_path, point):
+    """Run A is frozen (SIGSTOP) at a protocol step past its lease; run B takes the lock over
+    without logstore_unlock and finishes (settling what A left); A, thawed, stops at its next
+    step without changing the table or the log."""
+    project, suffix = leased_project, uuid.uuid4().hex[:8]
+    topic = f"faults_{suffix}"
+    assert _run(project, 1, suffix).returncode == 0
+    first = _run(project, 2, suffix, pause=f"{point}:{tmp_path}", wait=False)
+    try:
+        _wait_until_paused(tmp_path, first)
+        os.kill(first.pid, signal.SIGSTOP)
+        (tmp_path / "release").touch()  # it goes on only when thawed
+        time.sleep(LEASE_SECONDS + 2)
+        second = _run(project, 3, suffix)
+        out = " ".join(second.stdout.split())
+        assert second.returncode == 0, out[-3000:]
+        assert "whose lease expired" in out
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+        output, _ = first.communicate(timeout=300)
+    text = " ".join(output.split())
+    assert first.returncode == 1 and "lost its lock" in text, text[-3000:]
+    # A's change reached the table only if it had committed before the pause; B settled it
+    snapshots = 3 if point == "after_table_commit" else 2
+    _check_contract(project, kafka_bootstrap_servers, topic, snapshots)

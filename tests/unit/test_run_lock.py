@@ -2,9 +2,10 @@
 import os
 import subprocess
 import sys
+import time
 
 from dbt.adapters.logstore import run_lock
-from dbt.adapters.logstore.run_lock import LockOwner
+from dbt.adapters.logstore.run_lock import LockOwner, lost_message
 
 
 def _dead_pid() -> int:
@@ -51,3 +52,37 @@ def test_the_locked_message_names_model_owner_and_the_way_out():
     for part in ("'orders'", "inv-7", "h1", "4242", "analytics.orders__logstore_lock",
                  "changed nothing", "dbt run-operation logstore_unlock --args '{model: orders}'"):
         assert part in message
+
+
+# --- leases ------------------------------------------------------------------------------------
+
+def test_a_lock_is_a_lease_with_a_token():
+    owner = LockOwner.this_process("inv-1", lease_seconds=60)
+    props = owner.properties()
+    assert len(props["logstore.lock.lease_id"]) == 32
+    assert LockOwner.from_properties(props) == owner
+    assert not owner.expired()
+    assert owner.renewed(120).expires_ms > owner.expires_ms
+    assert owner.renewed(120).token == owner.token
+
+
+def test_an_expired_lease_is_gone_even_on_another_host():
+    other = LockOwner(invocation="i", host="elsewhere", pid=1, process_started=None, since="s",
+                      token="t", expires_ms=1)
+    assert other.expired() and other.is_gone()
+    alive = LockOwner(invocation="i", host="elsewhere", pid=1, process_started=None, since="s",
+                      token="t", expires_ms=int(time.time() * 1000) + 60000)
+    assert not alive.expired() and not alive.is_gone()
+
+
+def test_a_lock_without_a_lease_never_expires_by_time():
+    old = LockOwner.from_properties({"logstore.lock.host": "elsewhere", "logstore.lock.pid": "1"})
+    assert old.expires_ms == 0 and not old.expired() and not old.is_gone()
+
+
+def test_lost_message_says_what_happened_and_what_to_do():
+    holder = LockOwner.this_process("inv-2", lease_seconds=60)
+    message = lost_message("orders", "a.orders__logstore_lock", holder)
+    assert "Model 'orders'" in message and "lost its lock" in message and "inv-2" in message
+    assert "changes nothing more" in message and "lock_lease_seconds" in message
+    assert "since released" in lost_message("orders", "l", None)

@@ -20,6 +20,9 @@ class LogstoreCredentials(SparkCredentials):
     # session method: where the local warehouse and Derby metastore live
     # (default: <project>/<target-path>/logstore_spark).
     session_dir: Optional[str] = None
+    # How long a model's run lock lasts without renewal; the owner renews it at every protocol
+    # step, and a lock whose lease expired is taken over by the next run (run_lock.py).
+    lock_lease_seconds: float = 600
 
     @classmethod
     def __pre_deserialize__(cls, data: Any) -> Any:

@@ -50,6 +50,7 @@ class ModelRunState:
     positions to record with its commit, and the upstream changes it landed (tables, views)."""
 
     lock: Optional[str] = None
+    owner: Optional[run_lock.LockOwner] = None  # this run, as its lock names it
     sources: Optional[str] = None
     landed: List[str] = field(default_factory=list)
 
@@ -132,14 +133,14 @@ class LogstoreAdapter(SparkAdapter):
         """Take the model's run lock (see run_lock.py) or fail, naming the run that holds it.
         The post-model hook releases it when the materialization ends, however it ends."""
         lock = self._lock_relation(target_relation)
-        owner = run_lock.LockOwner.this_process(invocation_id)
+        owner = run_lock.LockOwner.this_process(invocation_id, self._lease_seconds())
         props = ", ".join(f"'{k}' = '{v}'" for k, v in owner.properties().items())
         error: Optional[Exception] = None
         for _ in range(3):
             try:
                 self.logstore_create(lock, f"create table {lock} (held_by string) using parquet "
                                            f"tblproperties ({props})")
-                self._run_state().lock = lock
+                self._run_state().lock, self._run_state().owner = lock, owner
                 return lock
             except Exception as exc:
                 held = self._lock_owner(lock)
@@ -148,8 +149,8 @@ class LogstoreAdapter(SparkAdapter):
                     continue
                 if not held.is_gone():
                     raise DbtRuntimeError(run_lock.locked_message(log.model, lock, held)) from None
-                logger.info(f"{log.model}: taking over the lock of {held.describe()}, which "
-                            f"ended without releasing it")
+                why = "whose lease expired" if held.expired() else "which ended without releasing it"
+                logger.info(f"{log.model}: taking over the lock of {held.describe()}, {why}")
                 self.execute(f"drop table if exists {lock}")
         raise DbtRuntimeError(f"Model '{log.model}': could not create its run lock {lock}: {error}")
 
@@ -182,12 +183,36 @@ class LogstoreAdapter(SparkAdapter):
         self.execute(f"drop table if exists {lock}")
         return f"removed the lock of {held.describe()}" if held else "no lock was held"
 
+    def _lease_seconds(self) -> float:
+        return float(getattr(self.config.credentials, "lock_lease_seconds", None)
+                     or run_lock.DEFAULT_LEASE_SECONDS)
+
+    def _hold_lock(self, log: LogConfig) -> None:
+        """Before a step that changes the table or the log: the lock must still carry this run's
+        token (a run paused past its lease has lost it, and stops here); then its lease is
+        renewed."""
+        state = self._run_state()
+        if state.lock is None or state.owner is None:
+            return  # recovery without a run lock of its own (never the case in a model run)
+        held = self._lock_owner(state.lock)
+        if held is None or held.token != state.owner.token:
+            lock, state.lock = state.lock, None  # not ours to release any more
+            raise DbtRuntimeError(run_lock.lost_message(log.model, lock, held))
+        state.owner = state.owner.renewed(self._lease_seconds())
+        self.execute(f"alter table {state.lock} set tblproperties "
+                     f"('{run_lock.P_EXPIRES}' = '{state.owner.expires_ms}')")
+
     @available.parse_none
     def logstore_release_lock(self) -> str:
-        """Release the lock this thread took (dbt calls it after every model, via the hook)."""
+        """Release the lock this thread took (dbt calls it after every model, via the hook),
+        unless another run has taken it over meanwhile."""
         state = self._run_state()
         lock, state.lock = state.lock, None
+        owner, state.owner = state.owner, None
         if lock is not None:
+            held = self._lock_owner(lock)
+            if held is not None and owner is not None and held.token and held.token != owner.token:
+                return ""  # another run's lock now
             try:
                 self.execute(f"drop table if exists {lock}")
             except Exception as exc:  # the run's own error (if any) matters more
@@ -311,6 +336,7 @@ class LogstoreAdapter(SparkAdapter):
                     f"or 'log.ignore-delete' for insert-and-delete-only logs. Nothing was changed."
                 )
         faults.maybe_crash("before_table_commit")
+        self._hold_lock(log)  # the last step before the table commit: a run that lost its lock stops
 
     @available.parse_none
     def logstore_crash_point(self, point: str) -> str:
@@ -354,6 +380,7 @@ class LogstoreAdapter(SparkAdapter):
         """Write the committed change set to the log as the table's next snapshot (or, when
         recovering, adopt the snapshot an earlier attempt already confirmed)."""
         faults.maybe_crash("after_table_commit")
+        self._hold_lock(log)  # nor write the log
         started = time.monotonic()
         table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
         previous = commit_protocol.Snapshot.from_properties(self._table_properties(target_relation))

@@ -1,28 +1,36 @@
-"""One run at a time per logged model: a lock table `<model>__logstore_lock` in the metastore.
+"""One run at a time per logged model: a lock table `<model>__logstore_lock` in the metastore,
+held as a lease.
 
 Two runs of one model at once would diff against the same old rows and interleave their
 change sets in the log. Creating a table is atomic in the metastore (a second CREATE TABLE of
 the same name fails), so the run that creates the lock table owns the model until it drops it
 (dbt's post-model hook drops it whether the run succeeded or failed).
 
-A run that crashed cannot drop its lock. The lock names its owner (dbt invocation, host, pid
-and the process's start time), so the next run on the same host sees that the owner is gone and
-takes the lock over; any later step of the crashed run cannot happen, its process is dead. An
-owner on another host cannot be checked from here: that lock stays until the owner's run ends or
-someone who knows it is dead removes it (`dbt run-operation logstore_unlock`).
+The lock is a lease: it names its owner (dbt invocation, host, pid, the process's start time),
+a random token, and when it expires. The owner renews it at every step of the commit protocol
+(`renewed`), and before each step that changes the table or the log it checks that the lock
+still carries its token (`still_held`): an owner that was paused (SIGSTOP, a frozen VM) or slow
+past its lease and lost the lock to another run stops there, changing nothing more; on the log
+side Kafka fences its transactional id as well. Another run takes a lock over when its owner
+certainly no longer runs (same host, pid gone) or its lease has expired, whatever the host.
 """
 from __future__ import annotations
 
 import os
 import socket
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
 LOCK_SUFFIX = "__logstore_lock"
 P_INVOCATION, P_HOST, P_PID, P_STARTED, P_SINCE = (
     "logstore.lock.invocation", "logstore.lock.host", "logstore.lock.pid",
     "logstore.lock.process_started", "logstore.lock.since")
+# (not "token": Spark redacts the values of properties whose names say token or secret)
+P_TOKEN, P_EXPIRES = "logstore.lock.lease_id", "logstore.lock.expires_ms"
+# How long a lease lasts without renewal (profile field lock_lease_seconds).
+DEFAULT_LEASE_SECONDS = 600
 
 
 def _process_start(pid: int) -> Optional[str]:
@@ -53,29 +61,43 @@ class LockOwner:
     pid: int
     process_started: Optional[str]
     since: str
+    token: str = ""
+    expires_ms: int = 0  # 0: a lock of a version without leases (never expires by time)
 
     @classmethod
-    def this_process(cls, invocation: str) -> "LockOwner":
+    def this_process(cls, invocation: str, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "LockOwner":
         return cls(invocation=invocation, host=socket.gethostname(), pid=os.getpid(),
                    process_started=_process_start(os.getpid()),
-                   since=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                   since=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   token=uuid.uuid4().hex, expires_ms=_expiry(lease_seconds))
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "LockOwner":
         return cls(invocation=props.get(P_INVOCATION, "?"), host=props.get(P_HOST, "?"),
                    pid=int(props.get(P_PID) or 0), process_started=props.get(P_STARTED) or None,
-                   since=props.get(P_SINCE, "?"))
+                   since=props.get(P_SINCE, "?"), token=props.get(P_TOKEN, ""),
+                   expires_ms=int(props.get(P_EXPIRES) or 0))
 
     def properties(self) -> dict:
         return {P_INVOCATION: self.invocation, P_HOST: self.host, P_PID: str(self.pid),
-                P_STARTED: self.process_started or "", P_SINCE: self.since}
+                P_STARTED: self.process_started or "", P_SINCE: self.since,
+                P_TOKEN: self.token, P_EXPIRES: str(self.expires_ms)}
+
+    def renewed(self, lease_seconds: float) -> "LockOwner":
+        return replace(self, expires_ms=_expiry(lease_seconds))
 
     def describe(self) -> str:
         return f"dbt invocation {self.invocation} (host {self.host}, pid {self.pid}, since {self.since})"
 
+    def expired(self, now_ms: Optional[int] = None) -> bool:
+        return 0 < self.expires_ms < (now_ms if now_ms is not None else int(time.time() * 1000))
+
     def is_gone(self, this_host: Optional[str] = None) -> bool:
-        """True only when the owner certainly no longer runs: same host, and its pid is dead or
-        now belongs to a process started at another time."""
+        """True only when the owner certainly no longer holds the model: its lease expired, or
+        it ran on this host and its pid is dead or now belongs to a process started at another
+        time."""
+        if self.expired():
+            return True
         if self.host != (this_host or socket.gethostname()) or self.pid <= 0:
             return False
         if not _alive(self.pid):
@@ -84,10 +106,29 @@ class LockOwner:
         return bool(self.process_started and started and started != self.process_started)
 
 
+def _expiry(lease_seconds: float) -> int:
+    return int((time.time() + lease_seconds) * 1000)
+
+
+def lost_message(model: str, lock_relation: str, holder: Optional[LockOwner]) -> str:
+    now = f"now held by {holder.describe()}" if holder else "since released"
+    return (f"Model '{model}': this run lost its lock {lock_relation} ({now}): its lease expired "
+            f"while the run was paused or slow, and another run took the model over. This run "
+            f"stops here and changes nothing more; the run that holds the model settles what this "
+            f"one left. Raise the profile's lock_lease_seconds if runs are this slow.")
+
+
 def locked_message(model: str, lock_relation: str, owner: LockOwner) -> str:
     return (
         f"Model '{model}' is being run by another dbt run: {owner.describe()} holds its lock "
         f"{lock_relation}. Two runs of one logged model at once would mix their changes in the "
-        f"log, so this run changed nothing. Wait for that run to finish and run again. If that "
-        f"run is no longer running (its host crashed), remove the lock with: dbt run-operation "
-        f"logstore_unlock --args '{{model: {model}}}'")
+        f"log, so this run changed nothing. Wait for that run to finish and run again; if it "
+        f"died, its lease expires {_when(owner.expires_ms)} and the next run takes the lock over, "
+        f"or remove the lock now with: dbt run-operation logstore_unlock --args "
+        f"'{{model: {model}}}'")
+
+
+def _when(expires_ms: int) -> str:
+    if not expires_ms:
+        return "never (a lock without a lease)"
+    return time.strftime("at %Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_ms / 1000))
