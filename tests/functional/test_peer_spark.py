@@ -41,6 +41,8 @@ class TestSparkFromJsonReadsTheLog:
             "dbz_iso.sql": TYPES.format(
                 config="{'log.system': 'kafka', 'log.timestamp-format.standard': 'ISO-8601'}"),
             "upsert_json.sql": TYPES.format(config="{'log.system': 'kafka', 'log.format': 'json'}"),
+            "dbz_plain.sql": TYPES.format(
+                config="{'log.system': 'kafka', 'log.encode.decimal-as-plain-number': true}"),
         }
 
     def test_from_json_with_default_options(self, project, kafka_bootstrap_servers):
@@ -51,8 +53,15 @@ class TestSparkFromJsonReadsTheLog:
             for step in (1, 2):
                 _run(step)
             session.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
-            for model in ("dbz_sql", "dbz_iso", "upsert_json"):
+            for model in ("dbz_sql", "dbz_iso", "upsert_json", "dbz_plain"):
                 self._check(project, kafka_bootstrap_servers, model)
+            # decimals as Java writes them, or plain with log.encode.decimal-as-plain-number
+            for model, tiny in (("dbz_sql", b'"amount":1.000E-7'), ("dbz_plain", b'"amount":0.0000001000')):
+                values = [m.value for m in read_topic(kafka_bootstrap_servers,
+                                                      f"{project.test_schema}.{model}") if m.value]
+                assert any(tiny in v for v in values), (model, values[:2])
+            plain = read_topic(kafka_bootstrap_servers, f"{project.test_schema}.dbz_plain")
+            assert not any(b"E-" in m.value for m in plain if m.value)
         finally:
             session.conf.set("spark.sql.session.timeZone", zone)
 

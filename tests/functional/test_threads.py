@@ -27,7 +27,7 @@ class TestManyModelsAtOnce:
                 for i, name in enumerate(NAMES)}
 
     def test_threads(self, project, kafka_bootstrap_servers):
-        for step in (1, 2):
+        for step in (1,):  # one run: eight commits and mirrors at once
             results = run_dbt(["run", "--threads", "4", "--vars", json.dumps({"step": step})])
             assert len(results) == len(NAMES)
             attempts = {}

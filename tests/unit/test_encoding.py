@@ -95,7 +95,11 @@ def test_from_json_uses_the_writers_options():
 def test_plain_decimals_cast_decimal_columns_to_text():
     sql = JsonImages(plain_decimals=True).object_sql(["id", "amount"], types=["int", "decimal(20,10)"])
     assert sql.startswith("concat('{\"id\":', substr(to_json(named_struct('v', `id`)")
-    assert "coalesce(cast(`amount` as string), 'null')" in sql and sql.endswith(", '}')")
+    assert "trim(to_char(abs(`amount`), '9999999990.0000000000'))" in sql and sql.endswith(", '}')")
+    plain = JsonImages(plain_decimals=True).object_sql(["n"], types=["decimal"])
+    assert "to_char(abs(`n`), '9999999990')" in plain  # Spark's decimal is decimal(10,0)
+    only_fraction = JsonImages(plain_decimals=True).object_sql(["f"], types=["decimal(4,4)"])
+    assert "to_char(abs(`f`), '0.0000')" in only_fraction
 
 
 def test_plain_decimals_without_decimal_columns_is_plain_to_json():

@@ -68,6 +68,18 @@ def _is_decimal(spark_type: str) -> bool:
     return spark_type.strip().lower().startswith("decimal")
 
 
+def _plain_decimal_sql(ref: str, spark_type: str) -> str:
+    """Spark SQL writing a decimal(p,s) value with its exact digits and no exponent. A cast to
+    string gives Java's BigDecimal.toString (1.000E-7) when spark.sql.ansi.enabled is false, so
+    the digits come from to_char with a pattern of the type's own size."""
+    inside = spark_type.partition("(")[2].rstrip(") ")
+    precision, _, scale = inside.partition(",")
+    p, s = (int(precision), int(scale)) if scale else (10, 0)  # Spark's `decimal` is (10,0)
+    pattern = "9" * max(p - s - 1, 0) + "0" + ("." + "0" * s if s else "")
+    return (f"case when {ref} is null then 'null' else concat(case when {ref} < 0 then '-' "
+            f"else '' end, trim(to_char(abs({ref}), '{pattern}'))) end")
+
+
 @dataclass(frozen=True)
 class JsonImages:
     """How row images are written and read as JSON: one instance per log, from its options
@@ -106,18 +118,19 @@ class JsonImages:
                    types: Sequence[str] = ()) -> str:
         """Spark SQL rendering the given columns as one JSON object (field order = column
         order). `types` (same order) are needed for plain decimals only."""
-        decimals = {c for c, t in zip(columns, types) if _is_decimal(t)} if self.plain_decimals else set()
+        decimals = ({c: t for c, t in zip(columns, types) if _is_decimal(t)}
+                    if self.plain_decimals else {})
         if not decimals:
             return self.to_json_sql(row_struct_sql(columns, alias))
-        # Spark's to_json writes Java's BigDecimal.toString (1.000E-7); a decimal cast to string
-        # is plain (0.0000001000). So the object is built field by field, each other field
-        # rendered by to_json as {"v":...} with its wrapper cut off.
+        # Spark's to_json writes Java's BigDecimal.toString (1.000E-7). So the object is built
+        # field by field: decimals by _plain_decimal_sql, each other field rendered by to_json
+        # as {"v":...} with its wrapper cut off.
         prefix = f"{alias}." if alias else ""
         parts = []
         for i, column in enumerate(columns):
             ref = prefix + quote_identifier(column)
             if column in decimals:
-                value = f"coalesce(cast({ref} as string), 'null')"
+                value = _plain_decimal_sql(ref, decimals[column])
             else:
                 wrapped = self.to_json_sql(named_struct_sql([("v", ref)]))
                 value = f"substr({wrapped}, 6, length({wrapped}) - 6)"
