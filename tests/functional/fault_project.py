@@ -42,7 +42,12 @@ class FaultProject:
 
     @property
     def _warehouse(self) -> Path:
+        if self.server is not None:
+            return self.server.work_dir / "warehouse" / f"{self.schema}.db"
         return self.root / "spark" / "warehouse" / f"{self.schema}.db"
+
+    def table_dir(self, table: str) -> Path:
+        return self._warehouse / table
 
     def rows(self, table: str) -> Tuple[Dict[str, str], Counter]:
         """A table's column types and canonical rows, read over thrift (or, for the session

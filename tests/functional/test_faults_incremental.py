@@ -1,10 +1,11 @@
 """Exactly-once under failure, part 3: an incremental model killed between its insert and the
-tag that records it; and a record larger than Kafka's limit."""
+tag that records it, or inside the insert; and a record larger than Kafka's limit."""
 import json
+import shutil
 import uuid
 
-from dbt.adapters.logstore.faults import INCREMENTAL_POINT
-from tests.functional.contract import replay_confirmed
+from dbt.adapters.logstore.faults import INCREMENTAL_POINT, INTENT_POINT
+from tests.functional.contract import replay_confirmed, spark
 from tests.functional.fault_project import dbt, subprocess_project  # noqa: F401
 
 
@@ -26,6 +27,48 @@ def test_crash_between_an_incremental_insert_and_its_tag(subprocess_project, kaf
     types, table = subprocess_project.rows("appended")
     assert sum(table.values()) == 9  # steps 1, 2 and 3
     assert replay_confirmed(kafka_bootstrap_servers, topic, types, table) == table
+
+
+def test_an_insert_killed_inside_its_job_commit(subprocess_project, kafka_bootstrap_servers, tmp_path):
+    """Spark killed inside an INSERT leaves the files its tasks committed in the table's
+    `_temporary/0` (no reader sees them; found by the random-kill soak: the next INSERT's job
+    commit merged them in, so the killed run's rows reached the table and never the log), and,
+    killed among the job commit's renames, some of them in the table itself. Recovery removes
+    the first; the second makes the row count tell nothing, which fails clearly, and the remedy
+    the error names (a new topic) works."""
+    root, suffix = subprocess_project.root, uuid.uuid4().hex[:8]
+
+    def run(step, topic, fault=None):
+        return dbt(root, "run", "-s", "appended", "--vars",
+                   json.dumps({"step": step, "suffix": suffix + topic}), fault=fault)
+
+    assert run(1, "").returncode == 0
+    assert run(2, "", fault=INTENT_POINT).returncode == 75  # its intent recorded, its insert not begun
+    table_dir = subprocess_project.table_dir("appended")
+    staged = sorted(subprocess_project.table_dir("appended__logstore_new").glob("part-*"))
+    assert staged, "the killed run staged its rows"
+    task_output = table_dir / "_temporary" / "0" / "task_202611230000_0001_m_000000"
+    task_output.mkdir(parents=True)
+    for part in staged:  # step 2's rows, committed by their task, not by the job
+        shutil.copy(part, task_output / part.name)
+    # and one of step 2's three rows renamed into the table before the kill
+    spark().createDataFrame([(2, 0)], "step int, id bigint").coalesce(1).write.parquet(str(tmp_path / "p"))
+    (partial,) = (tmp_path / "p").glob("part-*.parquet")
+    shutil.copy(partial, table_dir / "part-00000-00000000-0000-0000-0000-000000000002-c000.snappy.parquet")
+
+    stuck = run(3, "")
+    assert stuck.returncode != 0
+    assert "the table holds 4 rows, and the commit would have taken it from 3 to 6 rows, so whether " \
+           "it happened cannot be told. Give the model a new 'kafka.topic'" in stuck.stdout
+    assert "_temporary, if present: the uncommitted output" in stuck.stdout
+    assert not (table_dir / "_temporary").exists()
+
+    moved = run(4, "_2")  # the remedy: a new topic, which starts with the table's rows
+    assert moved.returncode == 0, moved.stdout[-3000:]
+    types, table = subprocess_project.rows("appended")
+    assert sum(table.values()) == 7  # steps 1 and 4, the partly committed row of step 2
+    assert sum(1 for row in table if '"step": "2"' in row) == 1, table  # not the rest of step 2
+    assert replay_confirmed(kafka_bootstrap_servers, f"appended_{suffix}_2", types, table) == table
 
 
 def test_record_larger_than_the_limit_fails_before_the_commit(subprocess_project, kafka_bootstrap_servers):

@@ -844,7 +844,7 @@ def test_intent_of_another_change_set_is_ignored():
 
 @pytest.mark.parametrize("before,after,count", [(10, 10, 10), (10, 13, 12)])
 def test_undecidable_intent_fails_clearly(before, after, count):
-    with pytest.raises(_RuntimeError, match="cannot be told.*--full-refresh"):
+    with pytest.raises(_RuntimeError, match="cannot be told.*new 'kafka.topic'"):
         _action({"logstore.changeset.id": "cs1"}, _intent(before, after), row_count=count)
 
 

@@ -1,5 +1,5 @@
 """Leftover directories of the adapter's own relations: what is recognised as ours."""
-from dbt.adapters.logstore.leftovers import orphan_location, removal_sql
+from dbt.adapters.logstore.leftovers import orphan_location, removal_sql, location_of, uncommitted_output
 
 ERROR = ("[LOCATION_ALREADY_EXISTS] Cannot name the managed table as "
          "`spark_catalog`.`analytics`.`orders__logstore_new`, as its associated location "
@@ -37,3 +37,11 @@ def test_removal_points_a_managed_table_at_the_directory_and_drops_it():
     assert statements[3] == "drop table analytics.orders__logstore_new__gc"
     # and the helper's own directory goes too
     assert statements[4:] == [statements[1], statements[3]]
+
+
+def test_a_killed_inserts_output_is_the_committers_scratch_directory_of_the_table():
+    assert uncommitted_output("file:/wh/analytics.db/orders/") == "file:/wh/analytics.db/orders/_temporary"
+    described = [("id", "bigint", None), ("", "", ""), ("# Detailed Table Information", "", ""),
+                 ("Location", "file:/wh/analytics.db/orders", ""), ("Provider", "parquet", "")]
+    assert location_of(described) == "file:/wh/analytics.db/orders"
+    assert location_of([("id", "bigint", None)]) is None  # no location: nothing to remove

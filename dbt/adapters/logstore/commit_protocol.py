@@ -96,8 +96,9 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     raise DbtRuntimeError(
         f"A run died during the table commit of change set {changeset}: the table holds "
         f"{row_count} rows, and the commit would have taken it from {before} to {after} rows, so "
-        f"whether it happened cannot be told. Rebuild the model with --full-refresh (its log "
-        f"then receives the difference).")
+        f"whether it happened cannot be told. Give the model a new 'kafka.topic': a new log "
+        f"starts with the table's current rows (move its consumers to it; README, 'Moving an "
+        f"existing log').")
 
 
 def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions: int) -> bool:

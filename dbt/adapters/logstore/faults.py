@@ -18,6 +18,9 @@ POINTS = ("before_table_commit", "after_table_commit", "mid_log_write", "before_
           "after_log_commit")
 # Between an incremental model's insert/overwrite and the tag that records it.
 INCREMENTAL_POINT = "incremental_commit"
+# Between an incremental model's intent and its insert/overwrite (a test then leaves there what
+# Spark leaves when killed inside the statement).
+INTENT_POINT = "incremental_intent"
 # Between dropping the old table and renaming the staged one into its place.
 SWAP_POINT = "mid_swap"
 PAUSE_LIMIT_S = 600

@@ -168,12 +168,30 @@ class LogstoreAdapter(SparkAdapter):
                 raise
             logger.info(f"logstore: removing {location}, left behind by a run that was killed while "
                         f"creating {relation} (it has no metastore entry)")
-            gc = f"{relation}{leftovers.GC_SUFFIX}" if "`" not in str(relation) else \
-                str(relation)[:-1] + leftovers.GC_SUFFIX + "`"
-            for statement in leftovers.removal_sql(gc, location):
-                self.execute(statement)
+            self._remove_directory(relation, location)
             self.execute(sql)
         return ""
+
+    def _remove_directory(self, relation: Any, location: str) -> None:
+        """Delete `location` through the metastore, with a scratch table named after `relation`."""
+        gc = f"{relation}{leftovers.GC_SUFFIX}" if "`" not in str(relation) else \
+            str(relation)[:-1] + leftovers.GC_SUFFIX + "`"
+        for statement in leftovers.removal_sql(gc, location):
+            self.execute(statement)
+
+    def _remove_uncommitted_output(self, target_relation: Any) -> None:
+        """Remove what a killed INSERT into the model's table left for the next INSERT's job
+        commit to pick up (see leftovers.py)."""
+        _, described = self.execute(f"describe table extended {target_relation}", fetch=True)
+        location = leftovers.location_of(described.rows)
+        if location is None:
+            return  # not a file-based table (nothing of a killed job can surface)
+        scratch = leftovers.uncommitted_output(location)
+        logger.info(f"logstore: removing {scratch}, if present: the uncommitted output of the "
+                    f"run that was killed in the table commit of {target_relation}")
+        own = target_relation.incorporate(path={
+            "identifier": target_relation.identifier + leftovers.OWN_MARK + "uncommitted"})
+        self._remove_directory(own, scratch)
 
     @available.parse_none
     def logstore_unlock(self, target_relation: Any) -> str:
@@ -442,13 +460,22 @@ class LogstoreAdapter(SparkAdapter):
         return snapshot.properties(changeset)
 
     @available.parse_none
-    def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any) -> Optional[str]:
-        """The id of a change set a failed run committed but did not finish logging, if any."""
+    def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any,
+                                   log_starts: bool = False) -> Optional[str]:
+        """The id of a change set a failed run committed but did not finish logging, if any.
+        None when the log starts now (a new topic): it begins with the table's current rows,
+        whatever the failed run committed, so nothing needs judging."""
         changes_props = self._table_properties(changes_relation)
         table_props = self._table_properties(target_relation) if target_relation else {}
         row_count = None
         if table_props.get(commit_protocol.INTENT) == changes_props.get(commit_protocol.CHANGESET_ID):
+            # the run died in its table commit: what it had not committed must never surface
+            self._remove_uncommitted_output(target_relation)
+            if log_starts:
+                return None
             row_count = self.logstore_row_count(target_relation)
+        if log_starts:
+            return None
         if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":
             return changes_props[commit_protocol.CHANGESET_ID]
         return None

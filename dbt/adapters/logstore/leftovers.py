@@ -9,6 +9,14 @@ directory and creates the relation again.
 
 Only what is certainly ours is removed: the relation's name carries OWN_MARK, the error is
 LOCATION_ALREADY_EXISTS for that very name, and the directory Spark names ends in that name.
+A killed INSERT leaves something else: the output its finished tasks committed to the table's
+`_temporary` directory (Hadoop's FileOutputCommitter, algorithm 1), which no reader sees. But
+the next INSERT into that table merges *every* task output under `_temporary/0` at its job
+commit, so the killed run's rows would appear with the next run's, after recovery had judged
+(rightly, by the row count) that the killed commit never happened. Recovery of a run that died
+in its table commit therefore removes `<table>/_temporary` before it counts the rows: it holds
+the model's lock, so no other write of the table is under way.
+
 The removal needs no file-system access from dbt (the thrift server's warehouse may be
 elsewhere): a managed table is pointed at the directory and dropped, and a managed table's
 drop deletes its location.
@@ -35,6 +43,19 @@ def orphan_location(error_text: str, identifier: str) -> Optional[str]:
     if location.rstrip("/").rsplit("/", 1)[-1].lower() != identifier.lower():
         return None
     return location
+
+
+def uncommitted_output(table_location: str) -> str:
+    """Where a killed INSERT into the table at `table_location` left its uncommitted output."""
+    return table_location.rstrip("/") + "/_temporary"
+
+
+def location_of(describe_rows) -> Optional[str]:
+    """The table's location from the rows of `describe table extended`."""
+    for row in describe_rows:
+        if row[0] is not None and str(row[0]).strip() == "Location" and row[1]:
+            return str(row[1]).strip()
+    return None
 
 
 def removal_sql(gc_relation: str, location: str) -> List[str]:

@@ -21,7 +21,8 @@
 {#-- Before anything changes: this run takes the model's lock (one run at a time); the log
      is reachable and its topic exists; what a failed run left behind is settled (a swap it
      began is finished; its change set re-sent if its table commit happened, else dropped);
-     a log that starts now first receives the table's current rows. Returns the topic's
+     a log that starts now (a new topic) first receives the table's current rows, and takes
+     no change set of a failed run. Returns the topic's
      partition count. --#}
 {% macro logstore_begin(log_config, target_relation) -%}
   {%- do adapter.logstore_lock(log_config, target_relation, invocation_id) -%}
@@ -41,8 +42,10 @@
       {%- set existing = target_relation.incorporate(type='table') -%}
     {%- endif -%}
   {%- endif -%}
+  {%- set log_starts = adapter.logstore_log_is_new(log_config, existing, partitions) -%}
   {%- if leftover is not none -%}
-    {%- set pending = adapter.logstore_pending_changeset(leftover, existing) -%}
+    {#-- a log that starts now starts from the table's rows: a failed run's change set is moot --#}
+    {%- set pending = adapter.logstore_pending_changeset(leftover, existing, log_starts) -%}
     {%- if pending -%}
       {{ log("logstore: re-sending change set " ~ pending ~ " of " ~ target_relation ~ " left by a failed run", info=true) }}
       {%- do adapter.logstore_settle_sources(existing, pending) -%}
@@ -51,7 +54,7 @@
       {%- do adapter.drop_relation(leftover) -%}
     {%- endif -%}
   {%- endif -%}
-  {%- if adapter.logstore_log_is_new(log_config, existing, partitions) -%}
+  {%- if log_starts -%}
     {{ log("logstore: " ~ target_relation ~ " starts its log in " ~ log_config.topic ~ " with the table's current rows", info=true) }}
     {%- set changeset_id = invocation_id ~ '-start' -%}
     {%- do logstore_build_changes(log_config, changes, existing, changeset_id=changeset_id) -%}

@@ -72,6 +72,7 @@
             strategy != 'append') -%}
       {%- do intent.update({'logstore.changeset.intent': invocation_id}) -%}
       {%- do logstore_set_tblproperties(target_relation, intent) -%}
+      {%- do adapter.logstore_crash_point('incremental_intent') -%}
       {%- call statement('main') -%}
         {{ dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates) }}
       {%- endcall -%}
