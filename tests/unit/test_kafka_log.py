@@ -1122,8 +1122,9 @@ def test_transaction_clock_is_due_after_a_third_of_the_timeout(monkeypatch):
     assert not clock.due()
     now[0] += 0.1
     assert clock.due()
-    clock.restart()
-    assert not clock.due()
+    result = kafka_log.WriteResult(topic="t")
+    clock.committed(result)
+    assert not clock.due() and result.longest_transaction_s == 20.0
 
 
 def test_long_write_commits_along_the_way_and_confirms_once(fake_producer, monkeypatch):
@@ -1156,3 +1157,18 @@ def test_eventual_writer_has_no_transactions_to_split(fake_producer, monkeypatch
     for i in range(2000):
         writer.send(b"k", b"v", route=b"")
     assert "commit_transaction" not in fake_producer.instances[0].calls
+
+
+def test_a_long_write_commits_along_the_way_and_times_its_longest_transaction(fake_producer, monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
+    log = make_log(consistency="transactional")
+    writer = KafkaLogWriter(log, "analytics.orders")  # transaction.timeout.ms: 60 s by default
+    (producer,) = fake_producer.instances
+    for i in range(3 * kafka_log.TransactionClock.CHECK_EVERY):
+        now[0] += 0.01  # 1000 records take 10 s: a third of the timeout after 2000 of them
+        writer.send(None, b"v", route=str(i).encode())
+    now[0] += 1.0
+    result = writer.commit(Confirm(producer))
+    assert producer.calls.count("commit_transaction") == 2 == result.transactions
+    assert result.longest_transaction_s == pytest.approx(20.0)  # never the whole 31 s

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
@@ -143,6 +143,7 @@ class Snapshot:
     records: int = 0
     written: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # [first, next) this commit
     transactions: int = 1  # Kafka transactions the attempt's records took
+    longest_transaction_s: float = 0.0  # of this attempt's, as its writers timed them
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "Snapshot":
@@ -262,12 +263,13 @@ def write_change_set(
 
     try:
         attempt.send_rows(writer, rows, progress=progress)
-        writer.commit(confirm)
+        result = writer.commit(confirm)
     except BaseException:
         writer.abort()
         raise
     faults.maybe_crash("after_log_commit")
-    return Snapshot.from_confirmation(confirmation)
+    return replace(Snapshot.from_confirmation(confirmation),
+                   longest_transaction_s=result.longest_transaction_s)
 
 
 def task_writer_id(table: TableRef, task: int) -> str:
@@ -325,12 +327,14 @@ def write_change_set_parallel(
             confirmation.update(json.loads(value))
             return key, value
 
-        coordinator.commit(confirm)
+        coordinator_result = coordinator.commit(confirm)
     except BaseException:
         coordinator.abort()
         raise
     faults.maybe_crash("after_log_commit")
-    return Snapshot.from_confirmation(confirmation)
+    longest = max([coordinator_result.longest_transaction_s]
+                  + [w.longest_transaction_s for w in writers.values()])
+    return replace(Snapshot.from_confirmation(confirmation), longest_transaction_s=longest)
 
 
 def prepare_log(log: LogConfig) -> int:

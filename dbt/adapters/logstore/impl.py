@@ -42,6 +42,7 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_attempt: Optional[str] = None
     log_seconds: Optional[float] = None  # from the table commit to the log commit
     log_transactions: Optional[int] = None  # Kafka transactions the records took
+    log_longest_transaction_s: Optional[float] = None  # the longest of them, begin to commit
 
 
 @dataclass
@@ -449,6 +450,7 @@ class LogstoreAdapter(SparkAdapter):
             log_attempt=snapshot.attempt,
             log_seconds=round(time.monotonic() - started, 3),
             log_transactions=snapshot.transactions,
+            log_longest_transaction_s=round(snapshot.longest_transaction_s, 3),
         )
 
     @available

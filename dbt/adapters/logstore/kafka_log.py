@@ -109,8 +109,11 @@ class TransactionClock:
     def due(self) -> bool:
         return time.monotonic() - self.started >= self.budget_s
 
-    def restart(self) -> None:
-        self.started = time.monotonic()
+    def committed(self, result: WriteResult) -> None:
+        """A transaction committed: note how long it was open, and start the next one's time."""
+        now = time.monotonic()
+        result.longest_transaction_s = max(result.longest_transaction_s, now - self.started)
+        self.started = now
 
 
 def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
@@ -356,7 +359,7 @@ class KafkaLogWriter(LogWriter):
         except KafkaError as exc:
             raise self._failure(exc) from exc
         self._result.transactions += 1
-        self._clock.restart()
+        self._clock.committed(self._result)
 
     def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         from kafka.errors import KafkaError
@@ -374,6 +377,7 @@ class KafkaLogWriter(LogWriter):
                 faults.maybe_crash("before_log_commit")
             if self._log.transactional:
                 _bounded(self._producer.commit_transaction, self._wait_s)
+                self._clock.committed(self._result)
         except KafkaError as exc:
             raise self._failure(exc) from exc
         self._producer.close()
@@ -539,7 +543,7 @@ class ConfluentLogWriter(LogWriter):
         except KafkaException as exc:
             raise self._failure(exc) from exc
         self._result.transactions += 1
-        self._clock.restart()
+        self._clock.committed(self._result)
 
     def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         from confluent_kafka import KafkaException
@@ -555,6 +559,7 @@ class ConfluentLogWriter(LogWriter):
                 faults.maybe_crash("before_log_commit")
             if self._log.transactional:
                 self._producer.commit_transaction(30)
+                self._clock.committed(self._result)
         except KafkaException as exc:
             raise self._failure(exc) from exc
         return self._result

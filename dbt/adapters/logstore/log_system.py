@@ -18,6 +18,7 @@ class WriteResult:
     # Kafka transactions the records took: a long write commits along the way, each
     # transaction well inside transaction.timeout.ms (see kafka_log.TransactionClock)
     transactions: int = 1
+    longest_transaction_s: float = 0.0  # from its begin to its commit, for the longest one
 
     def acknowledge(self, partition: int, offset: int) -> None:
         first, nxt = self.offsets.get(partition, (offset, offset + 1))
