@@ -2,6 +2,7 @@
 
     python benchmarks/mirror.py [--rows 100000,1000000] [--quick] [--parallelism 2]
                                 [--clients kafka-python,confluent] [--profile DIR]
+                                [--no-fetch] [--only TEXT]
 
 `make bench` runs it with the defaults. It starts the embedded broker (or uses
 --bootstrap-servers), writes a throw-away dbt project under a temp directory and runs every
@@ -170,7 +171,9 @@ def child_mirror(spec: Dict[str, Any]) -> Dict[str, Any]:
     if spec.get("profile"):
         profile_mirror(Path(spec["profile"]) / f"{spec['name']}.txt")
     run = _dbt(project, variables, select="bench_table")
-    out = {"records": run["rows_mirrored"], "seconds": run["log_seconds"], "run_seconds": run["seconds"]}
+    out = {"records": run["rows_mirrored"], "seconds": run["log_seconds"], "run_seconds": run["seconds"],
+           "transactions": run.get("log_transactions"),
+           "longest_transaction_s": run.get("log_longest_transaction_s")}
     if spec.get("fetch"):
         out["fetch_rate"] = fetch_rate()
     return out
@@ -277,6 +280,16 @@ def _ratio(a: Dict[str, Any], b: Dict[str, Any]) -> str:
     return f"{_rate(a) / _rate(b):.2f}" if a["seconds"] and b["seconds"] else "-"
 
 
+def _transactions(result: Dict[str, Any]) -> str:
+    if not result.get("longest_transaction_s"):  # eventual: no transactions
+        return "-"
+    return str(result["transactions"])
+
+
+def _seconds(value: Optional[float]) -> str:
+    return "-" if not value else f"{value:.1f}"
+
+
 def _mb(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
@@ -292,6 +305,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--profile", metavar="DIR", help="write a pyinstrument profile of each mirror run here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--only", help="run only the configurations whose name contains this text")
+    parser.add_argument("--no-fetch", action="store_true",
+                        help="skip the Spark -> driver read rate (a second read of the table)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -348,9 +363,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             for client in clients:
                 tag = "" if client == "kafka-python" else f" [{client}]"
                 raw = measure(f"raw {rows}{tag}", "raw", rows, client)
-                rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-"])
+                rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-",
+                                 "-", "-"])
                 configs = [("transactional, 1 writer", {"consistency": "transactional",
-                                                        "fetch": client == "kafka-python"}),
+                                                        "fetch": client == "kafka-python"
+                                                        and not args.no_fetch}),
                            ("eventual, 1 writer", {"consistency": "eventual"})]
                 if args.parallelism > 1:
                     configs.append((f"transactional, {args.parallelism} tasks",
@@ -359,7 +376,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     result = measure(f"mirror {rows} {label}{tag}", "mirror", rows, client, **extra)
                     rows_out.append([f"mirror {label}{tag}", f"{rows:,}", f"{_rate(result):,.0f}",
                                      _ratio(result, raw), _mb(result["driver_mb"]),
-                                     _mb(result["jvm_mb"])])
+                                     _mb(result["jvm_mb"]), _transactions(result),
+                                     _seconds(result.get("longest_transaction_s"))])
         biggest = max(sizes)
         rebuild = measure(f"rebuild {biggest}", "rebuild", biggest)
     finally:
@@ -368,7 +386,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
-    header = ["configuration", "rows", "records/s", "x raw", "driver MiB", "JVM MiB"]
+    # Kafka transactions: how many the records took, and the longest (begin to commit); the
+    # broker aborts one open past transaction.timeout.ms (60 s, the default, here)
+    header = ["configuration", "rows", "records/s", "x raw", "driver MiB", "JVM MiB", "Kafka txns",
+              "longest txn s"]
     widths = [max(len(r[i]) for r in rows_out + [header]) for i in range(len(header))]
     print()
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))

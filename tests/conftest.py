@@ -11,6 +11,9 @@ pytest_plugins = ["dbt.tests.fixtures.project"]
 # before dbt does; its Python workers (parallel mirror, logstore_changes tasks) must then run
 # this interpreter too, as the adapter arranges for the sessions it starts.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Every Spark JVM the tests start, in this process and in the dbt processes they run, starts
+# with the JVM options of tests/spark-conf (there, why).
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark-conf"))
 
 
 @pytest.fixture(scope="session")
