@@ -97,6 +97,16 @@ def _phase(root: Path) -> str:
     return steps[-1] if steps else "starting dbt"
 
 
+def _first_statement_after(root: Path) -> float:
+    """Seconds from dbt's start to its first SQL statement in the last run's log (before it:
+    Python and Spark starting up, where a kill finds nothing of a model to break)."""
+    text = (root / "logs" / "dbt.log").read_text(errors="replace")
+    text = text[text.rfind("Running with dbt") - 40:]
+    stamps = re.findall(r"(\d\d):(\d\d):(\d\d\.\d+) \[\w+ *\] \[[^\]]*\]: (Running with dbt|On model\.)", text)
+    seconds = [int(h) * 3600 + int(m) * 60 + float(sec) for h, m, sec, _ in stamps]
+    return max(0.0, seconds[1] - seconds[0]) if len(seconds) > 1 else 0.0
+
+
 class RandomKills:
     def __init__(self, root: Path, schema: str, bootstrap: str, seed: int):
         self.root, self.schema, self.bootstrap = root, schema, bootstrap
@@ -176,10 +186,11 @@ def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int,
     first = kills.run()
     assert first.returncode == 0, f"first run (seed {seed}):\n{first.stdout[-3000:]}"
     normal = time.monotonic() - started
+    # kills land from shortly before the first statement to past the usual end of a run
+    earliest = max(0.5, _first_statement_after(root) - 1.0)
     kills.check("after the first run")
     for number in range(1, rounds + 1):
-        # a moment anywhere in a run: from dbt's start to past its usual end
-        delay = kills.random.uniform(0.5, normal * 1.1)
+        delay = kills.random.uniform(earliest, normal * 1.1)
         killed = kills.run(kill_after=delay)
         phase = "finished before the kill" if killed is not None else _phase(root)
         recovered = kills.run()
