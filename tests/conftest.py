@@ -61,3 +61,21 @@ def pytest_collection_modifyitems(config, items):
     # The subprocess-heavy fault tests first: parallel workers (make test: -n 2 --dist loadfile)
     # then start them early instead of leaving them for the end.
     items.sort(key=lambda item: 0 if "/test_faults_" in item.nodeid else 1)
+
+
+# `make test` spreads test files over two workers (pytest-xdist, --dist loadfile), handing each
+# worker the next file in collection order when it finishes one. The longest files go first,
+# so that none of them starts last and leaves the other worker idle (times: `--durations`).
+LONGEST_FIRST = (
+    "test_faults_random", "test_faults_parallel", "test_faults_late", "test_faults_early",
+    "test_faults_concurrency", "test_downstream", "test_downstream_thrift", "test_consuming",
+    "test_contract", "test_options", "test_faults_incremental",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        module = item.nodeid.split("::")[0].rsplit("/", 1)[-1][:-3]
+        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a file, and among the rest, is kept

@@ -42,32 +42,34 @@ def test_an_insert_killed_inside_its_job_commit(subprocess_project, kafka_bootst
         return dbt(root, "run", "-s", "appended", "--vars",
                    json.dumps({"step": step, "suffix": suffix + topic}), fault=fault)
 
-    assert run(1, "").returncode == 0
-    assert run(2, "", fault=INTENT_POINT).returncode == 75  # its intent recorded, its insert not begun
+    assert run(11, "").returncode == 0
+    before = sum(subprocess_project.rows("appended")[1].values())  # the module's earlier tests' too
+    assert run(12, "", fault=INTENT_POINT).returncode == 75  # its intent recorded, its insert not begun
     table_dir = subprocess_project.table_dir("appended")
     staged = sorted(subprocess_project.table_dir("appended__logstore_new").glob("part-*"))
     assert staged, "the killed run staged its rows"
     task_output = table_dir / "_temporary" / "0" / "task_202611230000_0001_m_000000"
     task_output.mkdir(parents=True)
-    for part in staged:  # step 2's rows, committed by their task, not by the job
+    for part in staged:  # step 12's rows, committed by their task, not by the job
         shutil.copy(part, task_output / part.name)
-    # and one of step 2's three rows renamed into the table before the kill
-    spark().createDataFrame([(2, 0)], "step int, id bigint").coalesce(1).write.parquet(str(tmp_path / "p"))
+    # and one of step 12's three rows renamed into the table before the kill
+    spark().createDataFrame([(12, 0)], "step int, id bigint").coalesce(1).write.parquet(str(tmp_path / "p"))
     (partial,) = (tmp_path / "p").glob("part-*.parquet")
-    shutil.copy(partial, table_dir / "part-00000-00000000-0000-0000-0000-000000000002-c000.snappy.parquet")
+    shutil.copy(partial, table_dir / "part-00000-00000000-0000-0000-0000-000000000012-c000.snappy.parquet")
 
-    stuck = run(3, "")
+    stuck = run(13, "")
     assert stuck.returncode != 0
-    assert "the table holds 4 rows, and the commit would have taken it from 3 to 6 rows, so whether " \
-           "it happened cannot be told. Give the model a new 'kafka.topic'" in stuck.stdout
+    assert f"the table holds {before + 1} rows, and the commit would have taken it from {before} to " \
+           f"{before + 3} rows, so whether it happened cannot be told. Give the model a new " \
+           f"'kafka.topic'" in stuck.stdout
     assert "_temporary, if present: the uncommitted output" in stuck.stdout
     assert not (table_dir / "_temporary").exists()
 
-    moved = run(4, "_2")  # the remedy: a new topic, which starts with the table's rows
+    moved = run(14, "_2")  # the remedy: a new topic, which starts with the table's rows
     assert moved.returncode == 0, moved.stdout[-3000:]
     types, table = subprocess_project.rows("appended")
-    assert sum(table.values()) == 7  # steps 1 and 4, the partly committed row of step 2
-    assert sum(1 for row in table if '"step": "2"' in row) == 1, table  # not the rest of step 2
+    assert sum(table.values()) == before + 1 + 3  # step 14's rows, the partly committed row of step 12
+    assert sum(1 for row in table if '"step": "12"' in row) == 1, table  # not the rest of step 12
     assert replay_confirmed(kafka_bootstrap_servers, f"appended_{suffix}_2", types, table) == table
 
 
