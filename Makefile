@@ -34,7 +34,7 @@ demo: $(STAMP)
 # Two workers, a file each at a time: every worker has its own Spark session, metastore and
 # embedded broker, and the subprocess-heavy fault tests run beside the rest.
 test: $(STAMP) $(FLINK_STAMP)
-	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 2 --dist loadfile --durations=25
+	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 3 --dist loadfile --durations=25
 
 # Random kills (tests/functional/test_faults_random.py) for as long as you like:
 # make soak ROUNDS=50 [SEED=N]; the rounds are written to soak-report.txt as they pass.

@@ -295,6 +295,39 @@ class TestTopicWithFewerPartitionsFails:
         assert not spark().catalog.tableExists(f"{project.test_schema}.wide")
 
 
+class TestTopicWhosePartitionCountChangedFails:
+    """Someone gives the topic more partitions between runs (here: deletes it and creates it
+    again wider, as the embedded broker has no CreatePartitions): a key's next records would
+    land in another partition than its earlier ones, so the run stops before the table changes."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"widened.sql": "{{ config(materialized='table', unique_key='id', **{'log.system': 'kafka', "
+                               "'kafka.topic': 'widened_' ~ this.schema, 'log.system.partitions': 2}) }} "
+                               "select id from range({{ var('rows', 3) }}) as r(id)"}
+
+    def test_partition_count_changed(self, project, kafka_bootstrap_servers):
+        import time
+
+        run_dbt(["run"])
+        topic = f"widened_{project.test_schema}"
+        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap_servers)
+        try:
+            admin.delete_topics([topic])
+            deadline = time.monotonic() + 30
+            while topic in admin.list_topics() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            admin.create_topics([NewTopic(topic, 4, 1)])
+        finally:
+            admin.close()
+        out = failure_text(["run", "--vars", json.dumps({"rows": 5})])
+        assert ("Model 'widened': topic '" + topic + "' now has 4 partitions, but its records were "
+                "written with 2") in out
+        assert "Allowed: keep it, or log to a new 'kafka.topic'" in out
+        relation = f"{project.test_schema}.widened"
+        assert spark().table(relation).count() == 3  # the table did not change
+
+
 LATE = """
 {{{{ config(materialized='table', unique_key='{key}'{log}) }}}}
 select * from values {{% if var('step', 1) == 1 %}} (1, 'a') {{% else %}} (1, 'a'), (2, 'b') {{% endif %}} as t(id, name)
