@@ -57,15 +57,9 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
     }
 
 
-def pytest_collection_modifyitems(config, items):
-    # The subprocess-heavy fault tests first: parallel workers (make test: -n 2 --dist loadfile)
-    # then start them early instead of leaving them for the end.
-    items.sort(key=lambda item: 0 if "/test_faults_" in item.nodeid else 1)
-
-
-# `make test` spreads test files over two workers (pytest-xdist, --dist loadfile), handing each
-# worker the next file in collection order when it finishes one. The longest files go first,
-# so that none of them starts last and leaves the other worker idle (times: `--durations`).
+# `make test` spreads test files over three workers (pytest-xdist, -n 3 --dist loadfile), handing
+# each worker the next file in collection order when it finishes one. The longest files go first,
+# so that none of them starts last while the other workers sit idle (times: `--durations`).
 LONGEST_FIRST = (
     "test_faults_random", "test_faults_parallel", "test_faults_late", "test_faults_early",
     "test_faults_concurrency", "test_downstream", "test_downstream_thrift", "test_consuming",
