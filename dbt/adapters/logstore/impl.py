@@ -473,9 +473,8 @@ class LogstoreAdapter(SparkAdapter):
         if table_props.get(commit_protocol.INTENT) == changes_props.get(commit_protocol.CHANGESET_ID):
             # the run died in its table commit: what it had not committed must never surface
             self._remove_uncommitted_output(target_relation)
-            if log_starts:
-                return None
-            row_count = self.logstore_row_count(target_relation)
+            if not log_starts:
+                row_count = self.logstore_row_count(target_relation)
         if log_starts:
             return None
         if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":

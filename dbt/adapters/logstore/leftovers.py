@@ -9,6 +9,7 @@ directory and creates the relation again.
 
 Only what is certainly ours is removed: the relation's name carries OWN_MARK, the error is
 LOCATION_ALREADY_EXISTS for that very name, and the directory Spark names ends in that name.
+
 A killed INSERT leaves something else: the output its finished tasks committed to the table's
 `_temporary` directory (Hadoop's FileOutputCommitter, algorithm 1), which no reader sees. But
 the next INSERT into that table merges *every* task output under `_temporary/0` at its job

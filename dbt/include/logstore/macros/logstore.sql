@@ -22,8 +22,7 @@
      is reachable and its topic exists; what a failed run left behind is settled (a swap it
      began is finished; its change set re-sent if its table commit happened, else dropped);
      a log that starts now (a new topic) first receives the table's current rows, and takes
-     no change set of a failed run. Returns the topic's
-     partition count. --#}
+     no change set of a failed run. Returns the topic's partition count. --#}
 {% macro logstore_begin(log_config, target_relation) -%}
   {%- do adapter.logstore_lock(log_config, target_relation, invocation_id) -%}
   {%- set partitions = adapter.logstore_prepare(log_config) -%}
