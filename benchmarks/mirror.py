@@ -185,7 +185,7 @@ def fetch_rate() -> float:
     from pyspark.sql import SparkSession
 
     from dbt.adapters.logstore import changes
-    from dbt.adapters.logstore.row_source import iter_query_rows
+    from dbt.adapters.logstore.row_source import iter_column_batches
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
@@ -194,8 +194,8 @@ def fetch_rate() -> float:
               + changes.inserts_sql(changes.ChangeInput("bench.bench_table", columns), ("id",)))
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is used
     started, count = time.perf_counter(), 0
-    for _ in iter_query_rows(handle, "select * from bench.fetch_probe"):
-        count += 1
+    for columns in iter_column_batches(handle, "select * from bench.fetch_probe"):
+        count += len(columns[0])
     return count / (time.perf_counter() - started)
 
 
@@ -399,7 +399,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for rows in sizes:
         fetched = results.get(f"mirror {rows} transactional, 1 writer", {}).get("fetch_rate")
         if fetched:
-            print(f"Spark -> driver rows alone (toLocalIterator, no Kafka), {rows:,} rows: {fetched:,.0f} rows/s")
+            print(f"Spark -> driver rows alone (Arrow batches, no Kafka), {rows:,} rows: {fetched:,.0f} rows/s")
     if rebuild.get("skipped"):
         return 0
     print(f"keyed rebuild of {biggest:,} rows, 1% changed: {rebuild['records']:,} records emitted; "

@@ -29,8 +29,8 @@ from dbt.adapters.logstore.commit_protocol import (
     parse_properties,
     prepare_log,
     recovery_action,
-    write_change_set,
 )
+from dbt.adapters.logstore.commit_protocol import write_change_set as write_records
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
 
@@ -170,6 +170,17 @@ TABLE = TableRef("analytics", "orders")
 PREVIOUS = Snapshot()  # the table's first snapshot comes next
 CHANGESET = "run-1"
 
+def records_of(rows):
+    """The records of change rows, one batch per row (so a failing generator fails mid-way),
+    encoded by the Python reference encoder (tests/functional/test_codec_sql.py holds Spark's
+    records_sql to it)."""
+    return lambda attempt: (attempt.encode_rows([row]) for row in rows)
+
+
+def write_change_set(log, table, rows, *args, **kwargs):
+    return write_records(log, table, records_of(rows), *args, **kwargs)
+
+
 ROWS = [
     ("c", '{"id":1}', None, '{"id":1,"v":"a"}'),
     ("u", '{"id":2}', '{"id":2,"v":"b"}', '{"id":2,"v":"B"}'),
@@ -202,9 +213,8 @@ def test_write_change_set_sends_every_row(fake_system):
         assert before <= v["ts_ms"] <= after
     assert len({v["ts_ms"] for v in values}) == 1  # one timestamp per commit
 
-    # route: the after image, else the before image
-    assert [s[2] for s in writer.sent] == [b'{"id":1,"v":"a"}', b'{"id":2,"v":"B"}',
-                                           b'{"id":3,"v":"c"}', b'{"id":3,"v":"c"}']
+    # keyed records are placed by their key: no route
+    assert [s[2] for s in writer.sent] == [None] * 4
     assert writer.committed == 1
     assert writer.aborted == 0
     assert isinstance(result, Snapshot)
@@ -213,9 +223,13 @@ def test_write_change_set_sends_every_row(fake_system):
     assert result.written == writer.result.offsets == {0: (0, 4)}
 
 
+KEYLESS_LOG = LogConfig(model="events", system="fake", topic="analytics.events",
+                        bootstrap_servers="x:1")
+
+
 def test_write_change_set_keyless_rows(fake_system):
     rows = [("c", None, None, '{"x":1}'), ("d", None, '{"x":1}', None)]
-    write_change_set(LOG, TABLE, rows, PREVIOUS, CHANGESET)
+    write_change_set(KEYLESS_LOG, TABLE, rows, PREVIOUS, CHANGESET)
     (writer,) = fake_system.writers
     assert [s[0] for s in writer.sent] == [None, None]
     # an insert and a later delete of an equal row share the route (so the partition)
@@ -223,7 +237,7 @@ def test_write_change_set_keyless_rows(fake_system):
 
 
 def test_write_change_set_route_of_row_without_images(fake_system):
-    write_change_set(LOG, TABLE, [("d", '{"id":1}', None, None)], PREVIOUS, CHANGESET)
+    write_change_set(KEYLESS_LOG, TABLE, [("d", None, None, None)], PREVIOUS, CHANGESET)
     assert fake_system.writers[0].sent[0][2] == b""
 
 
@@ -317,7 +331,7 @@ def test_write_change_set_upsert_sends_tombstones_for_deletes(fake_system):
     assert insert["op"] == "c" and insert["after"] == {"id": 1, "v": "a"}
     assert update["op"] == "u" and update["before"] is None  # no before image in upsert mode
     assert update["after"] == {"id": 2, "v": "B"}
-    assert writer.sent[2][2] == b'{"id":3,"v":"c"}'  # route: the before image
+    assert writer.sent[2][2] is None  # keyed: placed by its key
     assert result.records == 3
     assert writer.committed == 1
 

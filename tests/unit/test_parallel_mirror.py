@@ -17,7 +17,9 @@ from dbt.adapters.logstore.commit_protocol import (
 from dbt.adapters.logstore.kafka_log import KafkaLogSystem, KafkaLogWriter
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
 from dbt.adapters.logstore.reader import confirmed_ranges
-from tests.unit.test_commit_protocol import CHANGESET, LOG, ROWS, TABLE, FakeWriter, fake_system  # noqa: F401
+from tests.unit.test_commit_protocol import (  # noqa: F401
+    CHANGESET, LOG, ROWS, TABLE, FakeWriter, fake_system, records_of,
+)
 from tests.unit.test_kafka_log import (  # noqa: F401
     FakeConsumer,
     confirmation,
@@ -54,7 +56,7 @@ def writers(fake_system, monkeypatch):
 
 def _tasks(shares, fail=False):
     def run(attempt):
-        out = [write_task_share(attempt, i, 0, rows) for i, rows in enumerate(shares)]
+        out = [write_task_share(attempt, i, 0, records_of(rows)(attempt)) for i, rows in enumerate(shares)]
         if fail:
             raise RuntimeError("a task failed")
         return out
@@ -105,7 +107,7 @@ def test_a_task_that_fails_aborts_its_own_share(writers):
         raise RuntimeError("spark lost the partition")
 
     with pytest.raises(RuntimeError, match="lost"):
-        write_task_share(attempt, 3, 1, broken())
+        write_task_share(attempt, 3, 1, records_of(broken())(attempt))
     (task,) = writers.writers
     assert task.writer_id == "analytics.orders.task-3" and task.aborted == 1 and task.committed == 0
 

@@ -22,6 +22,7 @@ So a committed change reaches the log exactly once, as consumers count it (docs/
 """
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -30,9 +31,9 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import faults
+from dbt.adapters.logstore import changes, faults
 from dbt.adapters.logstore.encoding import (
-    H_TOMBSTONE, TOMBSTONE_AFTER_DELETE, EnvelopeWriter, RecordEncoder,
+    H_TOMBSTONE, TOMBSTONE_AFTER_DELETE, EnvelopeWriter, RecordEncoder, quote_identifier,
 )
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, continues_log
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
@@ -61,6 +62,9 @@ H_WRITER = "logstore.writer"
 
 PROGRESS_EVERY = 100_000
 
+# A batch of records as columns (Attempt.records_sql): keys, values, routes (bytes or None) and
+# the changes' ops, one list each.
+RecordBatch = Tuple[list, list, list, list]
 ChangeRow = Tuple[str, Optional[str], Optional[str], Optional[str]]  # op, key, before, after
 
 
@@ -220,37 +224,73 @@ class Attempt:
             headers += ((H_WRITER, writer.encode()),)
         return headers
 
-    def send_rows(self, writer: LogWriter, rows: Iterable[ChangeRow], writer_name: Optional[str] = None,
-                  progress: Callable[[int], None] = lambda n: None) -> int:
-        """Queue the records of `rows` on `writer`; returns how many changes."""
+    def encode_rows(self, rows: Iterable[ChangeRow]) -> RecordBatch:
+        """The records of change rows (op, key, before, after) encoded in Python: the reference
+        form of records_sql, which the tests hold it to."""
         encoder = self.encoder()
-        encode, send, tombstones = encoder.value, writer.send, encoder.tombstone_after_delete
+        batch: RecordBatch = ([], [], [], [])
+        for op, key, before, after in rows:
+            batch[0].append(None if key is None else key.encode())
+            batch[1].append(encoder.value(op, before, after))
+            batch[2].append(None if encoder.keyed else (after or before or "").encode())
+            batch[3].append(op)
+        return batch
+
+    def records_sql(self, changes_relation: str) -> str:
+        """Spark SQL of this attempt's records, rendered from a change table: the columns of
+        RecordBatch, so only bytes cross into Python (encoding.RecordEncoder.record_sql)."""
+        column = {name: quote_identifier(name) for name in changes.CHANGE_COLUMNS}
+        op = column[changes.OP]
+        key, value, route = self.encoder().record_sql(
+            op, column[changes.KEY], column[changes.BEFORE], column[changes.AFTER])
+        return (f"select {key} as key, {value} as value, {route} as route, {op} as op "
+                f"from {changes_relation}")
+
+    def send_batches(self, writer: LogWriter, batches: Iterable[RecordBatch],
+                     writer_name: Optional[str] = None,
+                     progress: Callable[[int], None] = lambda n: None) -> int:
+        """Queue the records of `batches` (from records_sql) on `writer`; returns how many
+        changes. The per-record work is the writer's send."""
+        send, tombstones = writer.send, self.encoder().tombstone_after_delete
         headers = self.headers(writer_name)
         tombstone_headers = headers + ((H_TOMBSTONE, TOMBSTONE_AFTER_DELETE),)
         count = 0
-        for count, (op, key, before, after) in enumerate(rows, start=1):
-            key_bytes = None if key is None else key.encode()
-            route = (after if after is not None else before or "").encode()
-            send(key_bytes, encode(op, before, after), route=route, headers=headers)
-            if tombstones and op == "d" and key_bytes is not None:  # right behind its delete
-                send(key_bytes, None, route=route, headers=tombstone_headers)
-            if count % PROGRESS_EVERY == 0:
+        for keys, values, routes, ops in batches:
+            start = count
+            records = zip(keys, values, routes, ops)
+            if count < 2:  # the fault point sits after the attempt's second record
+                for key, value, route, op in itertools.islice(records, 2 - count):
+                    send(key, value, route=route, headers=headers)
+                    if tombstones and op == "d" and key is not None:
+                        send(key, None, route=route, headers=tombstone_headers)
+                    count += 1
+                if count == 2:
+                    faults.maybe_crash("mid_log_write")
+            if tombstones:
+                for key, value, route, op in records:
+                    send(key, value, route=route, headers=headers)
+                    if op == "d" and key is not None:  # right behind its delete
+                        send(key, None, route=route, headers=tombstone_headers)
+            else:
+                for key, value, route, _ in records:
+                    send(key, value, route=route, headers=headers)
+            count = start + len(keys)
+            if count // PROGRESS_EVERY > start // PROGRESS_EVERY:
                 progress(count)
-            if count == 2:
-                faults.maybe_crash("mid_log_write")
         return count
 
 
 def write_change_set(
     log: LogConfig,
     table: TableRef,
-    rows: Iterable[ChangeRow],
+    records: Callable[[Attempt], Iterable[RecordBatch]],
     previous: Snapshot,
     changeset: str,
     progress: Callable[[int], None] = lambda n: None,
 ) -> Snapshot:
-    """Stream one commit's change rows into the log as snapshot `previous.id + 1`, confirmed by
-    a control record; all or nothing for transactional logs. Each call is a new attempt."""
+    """Stream one commit's records (`records` of the attempt: its records_sql, read) into the
+    log as snapshot `previous.id + 1`, confirmed by a control record; all or nothing for
+    transactional logs. Each call is a new attempt."""
     attempt = Attempt.new(log, table, previous, changeset)
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}
@@ -262,7 +302,7 @@ def write_change_set(
         return key, value
 
     try:
-        attempt.send_rows(writer, rows, progress=progress)
+        attempt.send_batches(writer, records(attempt), progress=progress)
         result = writer.commit(confirm)
     except BaseException:
         writer.abort()
@@ -279,15 +319,15 @@ def task_writer_id(table: TableRef, task: int) -> str:
 
 
 def write_task_share(attempt: Attempt, task: int, task_attempt: int,
-                     rows: Iterable[ChangeRow]) -> Tuple[str, WriteResult]:
-    """One Spark task's share of a parallel attempt: its rows, written and committed with the
+                     batches: Iterable[RecordBatch]) -> Tuple[str, WriteResult]:
+    """One Spark task's share of a parallel attempt: its records, written and committed with the
     task's own producer (its own transaction in transactional mode), without a confirmation.
     Returns the writer name (recorded in the `logstore.writer` header) and what it wrote."""
     name = f"task-{task}.{task_attempt}"
     writer = get_log_system(attempt.log.system).open_writer(
         attempt.log, task_writer_id(attempt.table, task))
     try:
-        attempt.send_rows(writer, rows, writer_name=name)
+        attempt.send_batches(writer, batches, writer_name=name)
         result = writer.commit(None)
     except BaseException:
         writer.abort()

@@ -180,6 +180,12 @@ class EnvelopeWriter:
             b',"op":"', op.encode(), b'"', self._tail,  # type: ignore[attr-defined]
         ))
 
+    def value_sql(self, op: str, before: str, after: str) -> str:
+        """Spark SQL of `value` (a string) from SQL expressions of the op and JSON images."""
+        tail = self._tail.decode()  # type: ignore[attr-defined]
+        return (f"""concat('{{"before":', coalesce({before}, 'null'), ',"after":', """
+                f"""coalesce({after}, 'null'), ',"op":"', {op}, '"', {sql_string(tail)})""")
+
 
 def key_bytes(key_json: Optional[str]) -> Optional[bytes]:
     return None if key_json is None else key_json.encode()
@@ -220,6 +226,27 @@ class RecordEncoder:
                 raise ValueError(f"log.format 'json' cannot express op {op!r} without upsert mode")
             return (after or "null").encode()
         return self.envelope.value(op, None if self.upsert else before, after)
+
+    def record_sql(self, op: str, key: str, before: str, after: str) -> "Tuple[str, str, str]":
+        """Spark SQL of one change's record as bytes, from SQL expressions of a change row:
+        (key, value, route). The same records as `value` (the Python form, kept as the
+        reference), so Spark renders them and only bytes reach the writer. `route` places a
+        keyless record (the row image), NULL for keyed logs, whose key places them."""
+        if self.format == "json":
+            value = f"coalesce({after}, 'null')"
+            if not self.upsert:  # as in value; the run refuses such a change set before commit
+                refusal = sql_string("log.format 'json' cannot express an update or delete "
+                                     "without upsert mode")
+                value = f"case when {op} = '{OP_INSERT}' then {value} else raise_error({refusal}) end"
+        else:
+            value = self.envelope.value_sql(op, "null" if self.upsert else before, after)
+        if self.upsert:
+            value = f"case when {op} = '{OP_DELETE}' then null else {value} end"
+        known = ", ".join(f"'{o}'" for o in OPS)
+        value = (f"case when {op} in ({known}) then {value} else "
+                 f"raise_error(concat('unknown change op ', {op})) end")
+        route = "cast(null as binary)" if self.keyed else f"cast(coalesce({after}, {before}, '') as binary)"
+        return f"cast({key} as binary)", f"cast({value} as binary)", route
 
 
 def is_tombstone_after_delete(headers: Any) -> bool:

@@ -25,7 +25,7 @@ from dbt.adapters.logstore.log_config import (
     LogConfig, LogConfigError, ModelRef, continue_stored_shape, resolve_log_config,
 )
 from dbt.adapters.logstore.log_system import get_log_system
-from dbt.adapters.logstore.row_source import iter_query_rows
+from dbt.adapters.logstore.row_source import active_spark, iter_column_batches
 
 logger = AdapterLogger("logstore")
 
@@ -413,7 +413,7 @@ class LogstoreAdapter(SparkAdapter):
             snapshot = commit_protocol.Snapshot.from_confirmation(confirmed)
         else:
             handle = self.connections.get_thread_connection().handle
-            spark = parallel_mirror.active_spark(handle) if log.parallelism > 1 else None
+            spark = active_spark(handle) if log.parallelism > 1 else None
             if log.parallelism > 1 and spark is None:
                 logger.info(f"{log.model}: 'log.mirror.parallelism' needs method: session; "
                             f"streaming the change set through the cursor instead")
@@ -423,10 +423,10 @@ class LogstoreAdapter(SparkAdapter):
                         log, table, parallel_mirror.spark_tasks(spark, str(changes_relation), log.parallelism),
                         previous, changeset)
                 else:
-                    columns = ", ".join(changes.CHANGE_COLUMNS)
-                    rows = iter_query_rows(handle, f"select {columns} from {changes_relation}")
                     snapshot = commit_protocol.write_change_set(
-                        log, table, rows, previous, changeset,
+                        log, table,
+                        lambda attempt: iter_column_batches(handle, attempt.records_sql(str(changes_relation))),
+                        previous, changeset,
                         progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
                     )
             except DbtRuntimeError as exc:
@@ -617,16 +617,12 @@ class LogstoreAdapter(SparkAdapter):
         return view
 
     def _land_ranges(self, plan: Any, raw: str, upstream_log: LogConfig) -> None:
-        from dbt.adapters.spark.session import SessionConnectionWrapper
-
         from dbt.adapters.logstore.kafka_log import consumer_config
 
         config = consumer_config(upstream_log)
         handle = self.connections.get_thread_connection().handle
-        if isinstance(handle, SessionConnectionWrapper):  # Spark tasks, one per partition range
-            from pyspark.sql import SparkSession
-
-            spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        spark = active_spark(handle)
+        if spark is not None:  # Spark tasks, one per partition range
             source_changes.raw_rows_in_spark(spark, plan, str(upstream_log.bootstrap_servers),
                                              config).write.insertInto(raw)
             return

@@ -1,34 +1,83 @@
-"""Streaming a query's rows out of Spark without holding the result in the driver.
+"""Streaming a query's result out of Spark without holding it in the driver.
 
-Session method: Spark's `toLocalIterator` hands the driver one partition at a time.
-Thrift method: the cursor is read in batches with `fetchmany`.
+Session method: the result crosses as Arrow. Each Spark task packs its Arrow batches (at most
+`spark.sql.execution.arrow.maxRecordsPerBatch` rows, 10,000 by default) into one binary cell
+(`mapInArrow`), and `toLocalIterator` hands the driver one partition of those cells at a time:
+one pickled object carries thousands of rows, and each column reaches Python as one list.
+Thrift method: the cursor is read in batches with `fetchmany` (PyHive's rows; no Arrow there).
+
+This module is the one place that knows which dbt-spark connection method is in use.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 BATCH_SIZE = 10_000
 
+Columns = List[list]  # one batch of a result: a list of values per column, all of one length
 
-def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
-                    prefetch: bool = False) -> Iterator[Tuple[Any, ...]]:
-    """Yield the rows of `sql` as tuples (Spark's Rows are tuples). `handle` is the open
-    dbt-spark connection handle."""
+
+def active_spark(handle: Any) -> Optional[Any]:
+    """The SparkSession behind a dbt-spark session connection, or None for other methods."""
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
-    if isinstance(handle, SessionConnectionWrapper):
-        from pyspark.sql import SparkSession
+    if not isinstance(handle, SessionConnectionWrapper):
+        return None
+    from pyspark.sql import SparkSession
 
-        spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-        # No prefetch by default: computing the next partition while this one is sent saves
-        # the fetch share (about 10% of a kafka-python mirror), but it holds two partitions'
-        # results in the driver's JVM, and a 1M-row mirror then failed with TaskResultLost
-        # (a result evicted from the block manager) on a loaded 2-core machine.
-        yield from spark.sql(sql).toLocalIterator(prefetchPartitions=prefetch)
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+def pack_arrow_batches(batches: Iterable[Any]) -> Iterator[Any]:
+    """Runs in Spark's Python workers (mapInArrow): each Arrow batch becomes one row holding
+    the batch in Arrow's IPC stream format."""
+    import pyarrow as pa
+
+    for batch in batches:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as stream:
+            stream.write_batch(batch)
+        packed = sink.getvalue()
+        # one binary value over the stream's buffer, without copying it
+        offsets = pa.array([0, packed.size], pa.int32()).buffers()[1]
+        cell = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, packed])
+        yield pa.RecordBatch.from_arrays([cell], names=["arrow"])
+
+
+def unpack_arrow_batch(packed: bytes) -> Iterator[Any]:
+    """The Arrow batches of one cell written by pack_arrow_batches."""
+    import pyarrow as pa
+
+    with pa.ipc.open_stream(packed) as stream:
+        yield from stream
+
+
+def iter_column_batches(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iterator[Columns]:
+    """Yield the result of `sql` in batches of columns. `handle` is the open dbt-spark
+    connection handle."""
+    spark = active_spark(handle)
+    if spark is not None:
+        # No prefetch: computing the next partition while this one is sent holds two
+        # partitions' results in the driver's JVM (a 1M-row mirror once failed with
+        # TaskResultLost so, on a loaded 2-core machine).
+        frame = spark.sql(sql).mapInArrow(pack_arrow_batches, "arrow binary")
+        for (packed,) in frame.toLocalIterator(prefetchPartitions=False):
+            for batch in unpack_arrow_batch(packed):
+                yield [column.to_pylist() for column in batch.columns]
         return
+    for rows in _fetch_batches(handle, sql, batch_size):
+        yield [list(column) for column in zip(*rows)]
 
-    # PyHive (thrift/http) wrapper: execute through dbt-spark's wrapper (it polls async
-    # queries), then page through the DB-API cursor it holds.
+
+def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iterator[Tuple[Any, ...]]:
+    """Yield the rows of `sql` as tuples."""
+    for columns in iter_column_batches(handle, sql, batch_size):
+        yield from zip(*columns)
+
+
+def _fetch_batches(handle: Any, sql: str, batch_size: int) -> Iterator[List[Tuple[Any, ...]]]:
+    """PyHive (thrift/http): execute through dbt-spark's wrapper (it polls async queries), then
+    page through the DB-API cursor it holds (dbt-spark offers no public way to it)."""
     handle.cursor()
     handle.execute(sql)
     cursor = handle._cursor
@@ -36,5 +85,4 @@ def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
         batch = cursor.fetchmany(batch_size)
         if not batch:
             return
-        for row in batch:
-            yield tuple(row)
+        yield [tuple(row) for row in batch]
