@@ -1,8 +1,9 @@
 """Mirror benchmark: how close the mirror gets to the Kafka client's own limit.
 
-    python benchmarks/mirror.py [--rows 100000,1000000] [--quick] [--parallelism 2]
-                                [--clients kafka-python,confluent] [--profile DIR]
-                                [--no-fetch] [--only TEXT]
+    python benchmarks/mirror.py [--rows 100000,1000000] [--rebuild-rows N,...] [--quick]
+                                [--parallelism 2] [--clients kafka-python,confluent]
+                                [--profile DIR] [--no-fetch] [--only TEXT] [--results FILE]
+    python benchmarks/mirror.py --check [FILE]
 
 `make bench` runs it with the defaults. It starts the embedded broker (or uses
 --bootstrap-servers), writes a throw-away dbt project under a temp directory and runs every
@@ -18,13 +19,16 @@ configuration in its own process (its own Spark session, so peak memory is per c
             records emitted, and the run time with the log next to the same model without;
 - memory:   peak resident set (VmHWM) of the Python driver and of Spark's JVM, per configuration.
 
-It prints one table at the end. Numbers depend on the machine and on what else runs on it.
+It prints one table at the end and writes every figure to benchmarks/results.json (--results);
+`--check` reads that file and exits non-zero when a target (TARGETS) is missed, naming it.
+Numbers depend on the machine and on what else runs on it.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
 
 MODEL = """
 {{ config(materialized='table', unique_key='id',
@@ -294,10 +299,72 @@ def _mb(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+# --- the results file and the targets (issue: performance) -----------------------------------
+
+# (name, what it measures, comparison, target)
+TARGETS = [
+    ("mirror / raw, kafka-python, 1 writer, 1M rows", "ratio", ">=", 0.9),
+    ("mirror / raw, confluent, 1 writer, 1M rows, transactional", "ratio", ">=", 0.8),
+    ("mirror / raw, confluent, 1 writer, 1M rows, eventual", "ratio", ">=", 0.8),
+    ("mirror / raw at 100k rows (fixed costs)", "ratio", ">=", 0.6),
+    ("keyed rebuild 1M rows 1% changed, with log / without", "rebuild", "<", 2.0),
+    ("keyed rebuild 10M rows 1% changed, with log / without", "rebuild", "<", 2.0),
+    ("driver peak RSS, 100k -> 10M rows", "memory", "<", 0.20),
+]
+
+
+def _mirrors(results: Dict[str, Any], **match: Any) -> List[Dict[str, Any]]:
+    return [c for c in results["configurations"] if c["kind"] == "mirror"
+            and all(c.get(k) == v for k, v in match.items())]
+
+
+def _target_value(name: str, results: Dict[str, Any]) -> Optional[float]:
+    """The measured figure of a target, or None when the results do not hold it."""
+    single = {"writers": 1}
+    if name.startswith("mirror / raw, kafka-python"):
+        found = _mirrors(results, client="kafka-python", rows=1_000_000, **single)
+    elif name.startswith("mirror / raw, confluent"):
+        found = _mirrors(results, client="confluent", rows=1_000_000,
+                         consistency=name.rsplit(", ", 1)[1], **single)
+    elif name.startswith("mirror / raw at 100k"):
+        found = _mirrors(results, rows=100_000, **single)
+    elif name.startswith("keyed rebuild"):
+        rows = 1_000_000 if " 1M " in name else 10_000_000
+        ratios = [r["ratio"] for r in results["rebuilds"] if r["rows"] == rows]
+        return max(ratios) if ratios else None
+    else:  # driver memory growth: per client and path, smallest to largest row count
+        growth = []
+        for client in {c["client"] for c in results["configurations"]}:
+            for writers in {c["writers"] for c in _mirrors(results, client=client)}:
+                runs = sorted(_mirrors(results, client=client, writers=writers,
+                                       consistency="transactional"), key=lambda c: c["rows"])
+                if runs and runs[0]["rows"] <= 100_000 and runs[-1]["rows"] >= 10_000_000:
+                    growth.append(runs[-1]["driver_mb"] / runs[0]["driver_mb"] - 1)
+        return max(growth) if growth else None
+    ratios = [c["ratio_to_raw"] for c in found if c.get("ratio_to_raw") is not None]
+    return min(ratios) if ratios else None
+
+
+def check(results: Dict[str, Any]) -> int:
+    """Print each target with its measured figure; non-zero when one is missed or missing."""
+    missed = 0
+    print(f"targets, from {results.get('date')} on {results.get('machine')}:")
+    for name, _, comparison, target in TARGETS:
+        value = _target_value(name, results)
+        if value is None:
+            verdict, shown = "NOT MEASURED", "-"
+        else:
+            met = value >= target if comparison == ">=" else value < target
+            verdict, shown = ("met" if met else "MISSED"), f"{value:.2f}"
+        missed += verdict != "met"
+        print(f"  {verdict:<12} {name}: {shown} (target {comparison} {target})")
+    return 1 if missed else 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default="100000,1000000", help="row counts, comma-separated")
-    parser.add_argument("--quick", action="store_true", help="small row counts (20000,100000), for development")
+    parser.add_argument("--quick", action="store_true", help="100,000 rows only (a few minutes), for development")
     parser.add_argument("--parallelism", type=int, default=2, help="Spark tasks of the parallel mirror")
     parser.add_argument("--clients", default="kafka-python,confluent",
                         help="Kafka clients to measure (confluent is skipped when not installed)")
@@ -307,13 +374,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--only", help="run only the configurations whose name contains this text")
     parser.add_argument("--no-fetch", action="store_true",
                         help="skip the Spark -> driver read rate (a second read of the table)")
+    parser.add_argument("--rebuild-rows", help="row counts of the keyed rebuild (default: the largest of --rows)")
+    parser.add_argument("--results", default=str(RESULTS), help="where to write the results (JSON)")
+    parser.add_argument("--check", nargs="?", const=str(RESULTS), metavar="FILE",
+                        help="check the targets against a results file, exit 1 if one is missed")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child_main(json.loads(args.child))
         return 0
+    if args.check:
+        return check(json.loads(Path(args.check).read_text()))
 
-    sizes = [20000, 100000] if args.quick else [int(n) for n in args.rows.split(",")]
+    sizes = [100000] if args.quick else [int(n) for n in args.rows.split(",")]
+    rebuild_sizes = [int(n) for n in args.rebuild_rows.split(",")] if args.rebuild_rows else [max(sizes)]
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     if "confluent" in clients:
         try:
@@ -338,6 +412,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"broker {servers}; work directory {work}; rows {sizes}; clients {clients}", flush=True)
     rows_out: List[List[str]] = []
     results: Dict[str, Dict[str, Any]] = {}
+    configurations: List[Dict[str, Any]] = []
+    rebuilds: List[Dict[str, Any]] = []
     try:
         counter = 0
 
@@ -363,6 +439,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for client in clients:
                 tag = "" if client == "kafka-python" else f" [{client}]"
                 raw = measure(f"raw {rows}{tag}", "raw", rows, client)
+                configurations.append(_entry("raw", client, rows, "transactional", 1, raw, None))
                 rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-",
                                  "-", "-"])
                 configs = [("transactional, 1 writer", {"consistency": "transactional",
@@ -374,12 +451,20 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     {"parallelism": args.parallelism, "partitions": partitions}))
                 for label, extra in configs:
                     result = measure(f"mirror {rows} {label}{tag}", "mirror", rows, client, **extra)
+                    configurations.append(_entry(
+                        "mirror", client, rows, extra.get("consistency", "transactional"),
+                        extra.get("parallelism", 1), result, raw))
                     rows_out.append([f"mirror {label}{tag}", f"{rows:,}", f"{_rate(result):,.0f}",
                                      _ratio(result, raw), _mb(result["driver_mb"]),
                                      _mb(result["jvm_mb"]), _transactions(result),
                                      _seconds(result.get("longest_transaction_s"))])
-        biggest = max(sizes)
-        rebuild = measure(f"rebuild {biggest}", "rebuild", biggest)
+        for rows in rebuild_sizes:
+            rebuild = measure(f"rebuild {rows}", "rebuild", rows)
+            if not rebuild.get("skipped"):
+                rebuilds.append({"rows": rows, "records": rebuild["records"],
+                                 "with_log_s": rebuild["seconds"], "without_log_s": rebuild["nolog_seconds"],
+                                 "mirror_s": rebuild["log_seconds"],
+                                 "ratio": rebuild["seconds"] / rebuild["nolog_seconds"]})
     finally:
         if broker is not None:
             broker.stop()
@@ -400,11 +485,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         fetched = results.get(f"mirror {rows} transactional, 1 writer", {}).get("fetch_rate")
         if fetched:
             print(f"Spark -> driver rows alone (Arrow batches, no Kafka), {rows:,} rows: {fetched:,.0f} rows/s")
-    if rebuild.get("skipped"):
-        return 0
-    print(f"keyed rebuild of {biggest:,} rows, 1% changed: {rebuild['records']:,} records emitted; "
-          f"run {rebuild['seconds']:.1f} s with log vs {rebuild['nolog_seconds']:.1f} s without "
-          f"(x{rebuild['seconds'] / rebuild['nolog_seconds']:.2f}; mirror {rebuild['log_seconds']:.1f} s)")
+    for rebuild in rebuilds:
+        print(f"keyed rebuild of {rebuild['rows']:,} rows, 1% changed: {rebuild['records']:,} records "
+              f"emitted; run {rebuild['with_log_s']:.1f} s with log vs {rebuild['without_log_s']:.1f} s "
+              f"without (x{rebuild['ratio']:.2f}; mirror {rebuild['mirror_s']:.1f} s)")
     small, big = min(sizes), max(sizes)
     for label in ("transactional, 1 writer", f"transactional, {args.parallelism} tasks"):
         a, b = results.get(f"mirror {small} {label}"), results.get(f"mirror {big} {label}")
@@ -412,7 +496,32 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"driver peak memory, mirror {label}: {a['driver_mb']:,.0f} MiB at {small:,} rows, "
                   f"{b['driver_mb']:,.0f} MiB at {big:,} rows ({(b['driver_mb'] / a['driver_mb'] - 1) * 100:+.0f}%); "
                   f"JVM {_mb(a['jvm_mb'])} -> {_mb(b['jvm_mb'])} MiB")
+    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "machine": f"{os.cpu_count()} cores, {_memory_gib()} GiB, {platform.platform()}",
+           "command": " ".join(["python", "benchmarks/mirror.py"] + list(argv if argv is not None else sys.argv[1:])),
+           "configurations": configurations, "rebuilds": rebuilds}
+    Path(args.results).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"\nresults written to {args.results}")
+    print()
+    check(out)
     return 0
+
+
+def _entry(kind: str, client: str, rows: int, consistency: str, writers: int,
+           result: Dict[str, Any], raw: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """One configuration's figures, as results.json holds them."""
+    rate = _rate(result) if result["seconds"] else None
+    ratio = rate / _rate(raw) if raw is not None and rate and raw["seconds"] else None
+    return {"kind": kind, "client": client, "rows": rows, "consistency": consistency,
+            "writers": writers, "records": result["records"], "seconds": result["seconds"],
+            "records_per_s": rate, "ratio_to_raw": ratio, "driver_mb": result.get("driver_mb"),
+            "jvm_mb": result.get("jvm_mb"), "transactions": result.get("transactions"),
+            "longest_transaction_s": result.get("longest_transaction_s")}
+
+
+def _memory_gib() -> int:
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return round(pages / 2**30)
 
 
 if __name__ == "__main__":

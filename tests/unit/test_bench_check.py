@@ -1,0 +1,48 @@
+"""`python benchmarks/mirror.py --check`: which target a results file meets, misses or lacks."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "bench_mirror", Path(__file__).resolve().parents[2] / "benchmarks" / "mirror.py")
+mirror = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mirror)
+
+
+def _mirror(client, rows, ratio, consistency="transactional", writers=1, driver_mb=100.0):
+    return {"kind": "mirror", "client": client, "rows": rows, "consistency": consistency,
+            "writers": writers, "ratio_to_raw": ratio, "driver_mb": driver_mb}
+
+
+def _all_met():
+    configurations = []
+    for client in ("kafka-python", "confluent"):
+        for rows in (100_000, 1_000_000, 10_000_000):
+            for consistency in ("transactional", "eventual"):
+                configurations.append(_mirror(client, rows, 0.95, consistency))
+            configurations.append(_mirror(client, rows, 0.95, writers=2, driver_mb=110.0))
+    rebuilds = [{"rows": 1_000_000, "ratio": 1.6}, {"rows": 10_000_000, "ratio": 1.9}]
+    return {"date": "d", "machine": "m", "configurations": configurations, "rebuilds": rebuilds}
+
+
+def test_every_target_met(capsys):
+    assert mirror.check(_all_met()) == 0
+    assert "MISSED" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("change, target", [
+    (lambda r: r["configurations"][0].update(ratio_to_raw=0.5), "at 100k rows"),
+    (lambda r: r["rebuilds"][1].update(ratio=2.1), "rebuild 10M"),
+    (lambda r: r["configurations"][-1].update(driver_mb=140.0), "driver peak RSS"),
+    (lambda r: r["configurations"].__setitem__(
+        slice(None), [c for c in r["configurations"] if c["client"] != "confluent"]),
+     "confluent, 1 writer, 1M rows, transactional"),
+])
+def test_a_missed_or_missing_target_fails_and_is_named(change, target, capsys):
+    results = _all_met()
+    change(results)
+    assert mirror.check(results) == 1
+    failing = [line for line in capsys.readouterr().out.splitlines()
+               if "MISSED" in line or "NOT MEASURED" in line]
+    assert failing and all(target in line for line in failing[:1])
