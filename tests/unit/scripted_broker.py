@@ -25,9 +25,9 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 # Kafka's error codes the tests script (kafka/errors.py has them all).
 UNKNOWN_TOPIC_OR_PARTITION = 3
-TOPIC_ALREADY_EXISTS = 36
 TOPIC_AUTHORIZATION_FAILED = 29
 CLUSTER_AUTHORIZATION_FAILED = 31
+TOPIC_ALREADY_EXISTS = 36
 INVALID_REPLICATION_FACTOR = 38
 POLICY_VIOLATION = 44
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
@@ -48,7 +48,7 @@ class Script:
 
     topics: Dict[str, int] = field(default_factory=dict)  # existing topic -> partitions
     topic_errors: Dict[str, int] = field(default_factory=dict)  # Metadata, per topic
-    create_errors: Dict[str, Tuple[int, str]] = field(default_factory=dict)  # CreateTopics
+    create_errors: Dict[str, Tuple[int, Optional[str]]] = field(default_factory=dict)  # code, why
     coordinator_error: int = 0  # FindCoordinator (the transaction coordinator)
     init_producer_id_error: int = 0
     sasl_error: Optional[Tuple[int, str]] = None  # SaslAuthenticate refuses with it
@@ -109,6 +109,8 @@ class ScriptedBroker:
         return {"node_id": 0, "host": "127.0.0.1", "port": self.port}
 
     def _ApiVersionsRequest(self, request: ApiVersionsRequest) -> Dict[str, object]:
+        # kafka-python asks with its newest version (v4, a flexible request header) before it
+        # knows the broker's; ApiVersionsResponse writes the never-flexible header Kafka uses.
         api = ApiVersionsResponse.ApiVersion
         return {"error_code": 0, "api_keys": [api(api_key=key, min_version=0,
                                                   max_version=cls.max_version)
@@ -177,7 +179,7 @@ class _Server(socketserver.ThreadingTCPServer):
         super().__init__(*args)
 
     def process_request(self, request: socket.socket, client_address: object) -> None:
-        self.open_sockets.add(request)  # before its thread starts: stop() finds every one
+        self.open_sockets.add(request)  # before its thread starts: __exit__ finds every one
         super().process_request(request, client_address)
 
 
