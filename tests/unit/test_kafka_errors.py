@@ -1,7 +1,13 @@
 """The cause of a Kafka failure in plain words, from the exception and kafka-python's log."""
 import logging
 
-from kafka.errors import KafkaTimeoutError, TopicAuthorizationFailedError
+from kafka.errors import (
+    ClusterAuthorizationFailedError,
+    InvalidReplicationFactorError,
+    KafkaTimeoutError,
+    PolicyViolationError,
+    TopicAuthorizationFailedError,
+)
 
 from dbt.adapters.logstore.kafka_errors import bridge_kafka_logs, cause_of, kafka_failure
 
@@ -38,6 +44,28 @@ def test_tls_handshake():
 def test_topic_authorization():
     cause = cause_of(TopicAuthorizationFailedError("t"))
     assert cause.words.startswith("not authorized") and "ACLs" in cause.check
+
+
+def test_cluster_authorization():
+    cause = cause_of(ClusterAuthorizationFailedError("CreateTopicsRequest"))
+    assert cause.words.startswith("not authorized") and "on the cluster (create)" in cause.check
+
+
+def test_topic_creation_refused():
+    policy = cause_of(PolicyViolationError("Topic creation is not allowed"))
+    assert policy.words.startswith("the topic does not exist and could not be created")
+    assert "kafka.topic" in policy.check and "allow their creation" in policy.check
+    replication = cause_of(InvalidReplicationFactorError("3 larger than available brokers: 1"))
+    assert replication.words.startswith("the topic does not exist and could not be created")
+    assert "log.system.replication" in replication.check
+
+
+def test_missing_topic_is_read_from_the_log():
+    timeout = KafkaTimeoutError("Failed to update metadata after 30.0 secs.")
+    lines = ["Topic analytics.orders not found in cluster metadata"]
+    assert cause_of(timeout, lines).words == "the topic does not exist and could not be created"
+    assert cause_of(timeout).words.startswith("unreachable")  # no answer named the topic
+    assert cause_of(BOOTSTRAP, lines).words.startswith("unreachable")  # no broker answered
 
 
 def test_failure_names_model_cause_and_setting():

@@ -65,6 +65,11 @@ class Cause:
     check: str  # the settings to check
 
 
+# kafka-python's errors for a CreateTopics the broker answered with a refusal.
+_CREATE_REFUSALS = ("policyviolationerror", "invalidpartitionserror",
+                    "invalidconfigurationerror", "invalidreplicationassignmenterror")
+
+
 def _chain(exc: BaseException) -> Iterable[BaseException]:
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -102,9 +107,30 @@ def cause_of(exc: BaseException, log_lines: Iterable[str] = ()) -> Cause:
     if "transactionalidauthorizationfailed" in lowered:
         return Cause("not authorized: the broker refused this principal its transactional id",
                      "the ACLs on transactional ids 'dbt-logstore.*' (write, describe)")
-    if "clusterauthorizationfailed" in lowered or "authorizationfailed" in lowered:
+    if "clusterauthorizationfailed" in lowered:  # CreateTopics, when topics are the operators'
+        return Cause("not authorized: the broker refused this principal an operation on the "
+                     "cluster (creating topics needs it)",
+                     "the ACLs of the principal in kafka_properties on the cluster (create), or "
+                     "create the topic and its __logstore_commits topic beforehand")
+    if "authorizationfailed" in lowered:
         return Cause("not authorized: the broker refused the request", "the principal's ACLs")
-    if "unknowntopicorpartition" in lowered:
+    # A broker may refuse CreateTopics on its own grounds (a create.topic.policy, creation kept
+    # to operators, more replicas than brokers): the topic stays missing, and only creating it,
+    # or a request the broker accepts, lets the run go on. The detail in brackets has its reason.
+    if "invalidreplicationfactor" in lowered:
+        return Cause("the topic does not exist and could not be created: the cluster has fewer "
+                     "brokers than the replication asked for",
+                     "log.system.replication, or create kafka.topic and its __logstore_commits "
+                     "topic yourself")
+    if any(refusal in lowered for refusal in _CREATE_REFUSALS):
+        return Cause("the topic does not exist and could not be created: the broker refused to "
+                     "create it",
+                     "kafka.topic: create it and its __logstore_commits topic, or allow their "
+                     "creation on the broker")
+    # A producer that never finds its topic (deleted, or never created, with auto-creation off)
+    # only times out; kafka-python's log says the topic was missing from every answer.
+    if "unknowntopicorpartition" in lowered or (
+            "failed to update metadata" in lowered and "not found in cluster metadata" in lowered):
         return Cause("the topic does not exist and could not be created",
                      "kafka.topic, or create it (auto-creation is off on this broker)")
     return Cause("unreachable: no broker answered", "kafka.bootstrap.servers (host and port), "

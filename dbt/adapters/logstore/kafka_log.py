@@ -294,6 +294,7 @@ class KafkaLogWriter(LogWriter):
         config["enable_idempotence"] = True
         if log.transactional:
             config["transactional_id"] = f"dbt-logstore.{writer_id}"
+        self._producer = None
         try:
             self._producer = KafkaProducer(**config)
             if log.transactional:
@@ -301,7 +302,11 @@ class KafkaLogWriter(LogWriter):
                 self._producer.begin_transaction()
             partitions = self._producer.partitions_for(str(log.topic))
         except KafkaError as exc:
-            raise _unreachable(log, exc) from exc
+            if self._producer is not None:  # refused after it started: its thread and sockets go
+                self._producer.close(timeout=1)
+            # A writer opens after the table commit: its caller says what that left, not "Nothing
+            # was changed".
+            raise kafka_failure(log.model, log.bootstrap_servers, exc, changed="") from exc
         self._partitions = sorted(partitions or [0])
         self._wait_s = (config.get("delivery_timeout_ms") or 120000) / 1000
         self._clock = TransactionClock(config.get("transaction_timeout_ms") or 60000) \
