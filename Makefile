@@ -31,7 +31,7 @@ $(FLINK_STAMP):
 demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
 
-# Two workers, a file each at a time: every worker has its own Spark session, metastore and
+# Three workers, a file each at a time: every worker has its own Spark session, metastore and
 # embedded broker, and the subprocess-heavy fault tests run beside the rest.
 test: $(STAMP) $(FLINK_STAMP)
 	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 3 --dist loadfile --durations=25

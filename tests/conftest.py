@@ -61,7 +61,8 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # each worker the next file in collection order when it finishes one. The longest files go first,
 # so that none of them starts last while the other workers sit idle (times: `--durations`).
 LONGEST_FIRST = (
-    "test_faults_random", "test_faults_parallel", "test_faults_late", "test_faults_early",
+    "test_faults_random", "test_faults_parallel", "test_local_cluster", "test_faults_late",
+    "test_faults_early",
     "test_faults_concurrency", "test_downstream", "test_downstream_thrift", "test_consuming",
     "test_contract", "test_options", "test_faults_incremental",
 )
