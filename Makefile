@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test unit functional install bench bench-diff soak clean
+.PHONY: demo test test-cluster unit functional install bench bench-diff soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -33,8 +33,14 @@ demo: $(STAMP)
 
 # Three workers, a file each at a time: every worker has its own Spark session, metastore and
 # embedded broker, and the subprocess-heavy fault tests run beside the rest.
+# The local-cluster test (three JVMs, about 5 minutes of a worker) runs in `make test-cluster`,
+# which keeps `make test` within its 20 minutes.
 test: $(STAMP) $(FLINK_STAMP)
-	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 3 --dist loadfile --durations=25
+	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 3 --dist loadfile --durations=25 -m "not cluster"
+
+# The parallel mirror on Spark's local-cluster master: executors in their own JVMs and Python workers.
+test-cluster: $(STAMP)
+	$(BIN)/python -m pytest tests -p no:cacheprovider -q -m cluster
 
 # Random kills (tests/functional/test_faults_random.py) for as long as you like:
 # make soak ROUNDS=50 [SEED=N]; the rounds are written to soak-report.txt as they pass.

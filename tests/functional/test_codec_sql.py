@@ -58,7 +58,9 @@ def test_spark_refuses_what_the_reference_refuses():
         spark().sql(_attempt().records_sql(_changes_view([("x", None, None, "{}")]))).collect()
 
 
-def test_the_arrow_row_source_streams_every_batch_intact():
+@pytest.mark.parametrize("expected_rows", [None, 25000, 200_000],
+                         ids=["unknown-size-arrow", "small-as-rows", "large-as-arrow"])
+def test_the_row_source_streams_every_batch_intact(expected_rows):
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is read
@@ -66,10 +68,11 @@ def test_the_arrow_row_source_streams_every_batch_intact():
     try:
         sql = ("select cast(id as string) as k, cast(repeat('x', cast(id % 7 as int)) as binary) as v "
                "from range(0, 25000, 1, 3)")
-        batches = list(iter_column_batches(handle, sql))
+        batches = list(iter_column_batches(handle, sql, batch_size=1000, expected_rows=expected_rows))
     finally:
         spark().conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert len(batches) >= 25  # bounded batches, not one result
     assert all(len(keys) <= 1000 for keys, _ in batches)
     got = sorted((int(k), v) for keys, values in batches for k, v in zip(keys, values))
     assert got == [(i, b"x" * (i % 7)) for i in range(25000)]
+    assert all(type(v) is bytes for _, values in batches for v in values)  # what clients take

@@ -14,6 +14,8 @@ import pytest
 from tests.functional.contract import read_topic, replay_confirmed, wait_for_confirmations
 from tests.functional.fault_project import FaultProject, dbt, write_project
 
+pytestmark = pytest.mark.cluster  # make test-cluster
+
 KEYED = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=3,
           log_mirror_parallelism=2, kafka_topic='cluster_keyed_' ~ var('suffix')) }}

@@ -423,9 +423,13 @@ class LogstoreAdapter(SparkAdapter):
                         log, table, parallel_mirror.spark_tasks(spark, str(changes_relation), log.parallelism),
                         previous, changeset)
                 else:
+                    # how many: a session result crosses as rows or as Arrow by its size
+                    expected = (self.logstore_row_count(changes_relation)
+                                if active_spark(handle) is not None else None)
                     snapshot = commit_protocol.write_change_set(
                         log, table,
-                        lambda attempt: iter_column_batches(handle, attempt.records_sql(str(changes_relation))),
+                        lambda attempt: iter_column_batches(
+                            handle, attempt.records_sql(str(changes_relation)), expected_rows=expected),
                         previous, changeset,
                         progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
                     )
