@@ -254,26 +254,21 @@ class Attempt:
         send, tombstones = writer.send, self.encoder().tombstone_after_delete
         headers = self.headers(writer_name)
         tombstone_headers = headers + ((H_TOMBSTONE, TOMBSTONE_AFTER_DELETE),)
+
+        def send_all(records: Iterable[Tuple[Any, Any, Any, Any]]) -> None:
+            for key, value, route, op in records:
+                send(key, value, route=route, headers=headers)
+                if tombstones and op == "d" and key is not None:  # right behind its delete
+                    send(key, None, route=route, headers=tombstone_headers)
+
         count = 0
         for keys, values, routes, ops in batches:
-            start = count
-            records = zip(keys, values, routes, ops)
-            if count < 2:  # the fault point sits after the attempt's second record
-                for key, value, route, op in itertools.islice(records, 2 - count):
-                    send(key, value, route=route, headers=headers)
-                    if tombstones and op == "d" and key is not None:
-                        send(key, None, route=route, headers=tombstone_headers)
-                    count += 1
-                if count == 2:
+            start, records = count, zip(keys, values, routes, ops)
+            if start < 2:  # the fault point sits after the attempt's second record
+                send_all(itertools.islice(records, 2 - start))
+                if start + len(keys) >= 2:
                     faults.maybe_crash("mid_log_write")
-            if tombstones:
-                for key, value, route, op in records:
-                    send(key, value, route=route, headers=headers)
-                    if op == "d" and key is not None:  # right behind its delete
-                        send(key, None, route=route, headers=tombstone_headers)
-            else:
-                for key, value, route, _ in records:
-                    send(key, value, route=route, headers=headers)
+            send_all(records)
             count = start + len(keys)
             if count // PROGRESS_EVERY > start // PROGRESS_EVERY:
                 progress(count)

@@ -1,6 +1,7 @@
 """Streaming a query's result out of Spark without holding it in the driver.
 
-Session method: a large result crosses as Arrow (a small one as pickled rows, ARROW_FROM). Each Spark task packs its Arrow batches (at most
+Session method: a large result crosses as Arrow (a small one as pickled rows, ARROW_FROM).
+Each Spark task packs its Arrow batches (at most
 `spark.sql.execution.arrow.maxRecordsPerBatch` rows, 10,000 by default) into one binary cell
 (`mapInArrow`), and `toLocalIterator` hands the driver one partition of those cells at a time:
 one pickled object carries thousands of rows, and each column reaches Python as one list.
@@ -62,16 +63,7 @@ def iter_column_batches(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
     """Yield the result of `sql` in batches of columns. `handle` is the open dbt-spark
     connection handle; `expected_rows`, when known, picks the way a session result crosses."""
     spark = active_spark(handle)
-    if spark is not None and expected_rows is not None and expected_rows < ARROW_FROM:
-        rows = spark.sql(sql).toLocalIterator(prefetchPartitions=False)
-        while True:
-            batch = list(itertools.islice(rows, batch_size))
-            if not batch:
-                return
-            # pyspark hands binary values out as bytearray; the Kafka clients take bytes
-            yield [[bytes(v) if isinstance(v, bytearray) else v for v in column]
-                   for column in zip(*batch)]
-    if spark is not None:
+    if spark is not None and (expected_rows is None or expected_rows >= ARROW_FROM):
         # No prefetch: computing the next partition while this one is sent holds two
         # partitions' results in the driver's JVM (a 1M-row mirror once failed with
         # TaskResultLost so, on a loaded 2-core machine).
@@ -80,14 +72,25 @@ def iter_column_batches(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
             for batch in unpack_arrow_batch(packed):
                 yield [column.to_pylist() for column in batch.columns]
         return
-    for rows in _fetch_batches(handle, sql, batch_size):
-        yield [list(column) for column in zip(*rows)]
+    rows = iter_query_rows(handle, sql, batch_size)
+    while True:
+        batch = list(itertools.islice(rows, batch_size))
+        if not batch:
+            return
+        # pyspark hands binary values out as bytearray; the Kafka clients take bytes
+        yield [[bytes(v) if isinstance(v, bytearray) else v for v in column]
+               for column in zip(*batch)]
 
 
 def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iterator[Tuple[Any, ...]]:
-    """Yield the rows of `sql` as tuples."""
-    for columns in iter_column_batches(handle, sql, batch_size):
-        yield from zip(*columns)
+    """Yield the rows of `sql` as tuples (Spark's Rows are tuples), one Spark partition (or one
+    cursor batch) at a time."""
+    spark = active_spark(handle)
+    if spark is not None:
+        yield from spark.sql(sql).toLocalIterator(prefetchPartitions=False)  # (no prefetch: above)
+        return
+    for rows in _fetch_batches(handle, sql, batch_size):
+        yield from rows
 
 
 def _fetch_batches(handle: Any, sql: str, batch_size: int) -> Iterator[List[Tuple[Any, ...]]]:
