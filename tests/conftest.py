@@ -35,14 +35,21 @@ def kafka_bootstrap_servers():
             broker.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def spark_session_dir(tmp_path_factory):
-    # One Spark session (and one Derby metastore) serves the whole test session.
-    return str(tmp_path_factory.mktemp("logstore_spark"))
+    """One Spark session (and one Derby metastore) serves this process's whole test session,
+    whether a dbt run or a test's own query (tests/functional/contract.py spark()) starts it."""
+    from tests.functional.contract import SESSION_DIR_VARIABLE
+
+    session_dir = str(tmp_path_factory.mktemp("logstore_spark"))
+    os.environ[SESSION_DIR_VARIABLE] = session_dir
+    return session_dir
 
 
 @pytest.fixture(scope="class")
 def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
+    from tests.functional.contract import TEST_SESSION
+
     return {
         "type": "logstore",
         "method": "session",
@@ -50,10 +57,7 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
         "threads": 1,
         "kafka_bootstrap_servers": kafka_bootstrap_servers,
         "session_dir": spark_session_dir,
-        "server_side_parameters": {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.sql.session.timeZone": "UTC",
-        },
+        "server_side_parameters": dict(TEST_SESSION),
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -13,6 +14,11 @@ from decimal import Context, Decimal
 from typing import Any, Dict, Iterable, List, Optional
 
 from kafka import KafkaConsumer, TopicPartition
+
+# tests/conftest.py names this process's Spark directory here; the profile's session_dir is the same
+SESSION_DIR_VARIABLE = "LOGSTORE_TEST_SESSION_DIR"
+# what the test profile's server_side_parameters set
+TEST_SESSION = {"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"}
 
 
 @dataclass(frozen=True)
@@ -133,9 +139,22 @@ def canonical(row: Dict[str, Any], types: Dict[str, str]) -> str:
 
 
 def spark():
+    """This process's Spark session, started as the adapter starts it (Hive catalog, warehouse
+    and Derby metastore in the test session's own directory), whichever comes first: a test's
+    own query or a dbt run. A bare `getOrCreate()` would start an in-memory catalog with its
+    warehouse in the current directory, which every later dbt run in this process would then
+    reuse: its renamed partitioned tables keep their old partition paths."""
     from pyspark.sql import SparkSession
 
-    return SparkSession.builder.getOrCreate()
+    from dbt.adapters.logstore.connections import session_defaults
+
+    builder = SparkSession.builder.enableHiveSupport()
+    for key, value in {**session_defaults(os.environ[SESSION_DIR_VARIABLE]), **TEST_SESSION}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    # a session someone started otherwise would make every later test in this process doubtful
+    assert session.conf.get("spark.sql.catalogImplementation") == "hive", "bare Spark session"
+    return session
 
 
 def table_state(relation: str):
