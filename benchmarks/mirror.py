@@ -190,12 +190,12 @@ def fetch_rate() -> float:
     from pyspark.sql import SparkSession
 
     from dbt.adapters.logstore import changes
-    from dbt.adapters.logstore.row_source import iter_column_batches
+    from dbt.adapters.logstore.row_source import iter_column_batches, table_options
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
     columns = [f.name for f in spark.table("bench.bench_table").schema.fields]
-    spark.sql("create table bench.fetch_probe using parquet as "
+    spark.sql(f"create table bench.fetch_probe using parquet {table_options()} as "
               + changes.inserts_sql(changes.ChangeInput("bench.bench_table", columns), ("id",)))
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is used
     started, count = time.perf_counter(), 0

@@ -58,9 +58,11 @@ def changes(messages: List[Message]) -> List[Message]:
 ISOLATION = {"level": "read_committed"}
 
 
-def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 1.0,
+def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 0.2,
                timeout_seconds: float = 60.0) -> List[Message]:
-    """Every record of the topic, partition by partition, in offset order (assign(), no group)."""
+    """Every record of the topic, partition by partition, in offset order (assign(), no group).
+    The tests read after the writes they check have finished, so a short quiet spell past the
+    high watermark is enough."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
                              enable_auto_commit=False, isolation_level=ISOLATION["level"])
     try:

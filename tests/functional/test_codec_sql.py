@@ -76,3 +76,24 @@ def test_the_row_source_streams_every_batch_intact(expected_rows):
     got = sorted((int(k), v) for keys, values in batches for k, v in zip(keys, values))
     assert got == [(i, b"x" * (i % 7)) for i in range(25000)]
     assert all(type(v) is bytes for _, values in batches for v in values)  # what clients take
+
+
+def test_a_table_the_mirror_reads_crosses_one_small_file_at_a_time(monkeypatch, tmp_path):
+    """The driver's JVM holds one partition at a time: a table written with table_options() is
+    in files of at most ROWS_PER_FILE rows, each read as its own partition, and the session's
+    settings are as they were afterwards."""
+    from dbt.adapters.logstore import row_source
+
+    monkeypatch.setattr(row_source, "ROWS_PER_FILE", 1000)
+    session = spark()
+    session.sql("create database if not exists codec")
+    session.sql("drop table if exists codec.readable")
+    session.sql(f"create table codec.readable using parquet {row_source.table_options()} "
+                f"as select /*+ coalesce(1) */ id from range(5500)")
+    before = session.conf.get("spark.sql.files.openCostInBytes", None)
+    with row_source._planned_one_partition_per_file(session):
+        planned = session.table("codec.readable").rdd.getNumPartitions()
+    assert planned == 6  # 5 full files and one of 500 rows
+    assert session.table("codec.readable").rdd.getNumPartitions() < planned  # packed otherwise
+    assert session.conf.get("spark.sql.files.openCostInBytes", None) == before
+    session.sql("drop table codec.readable")

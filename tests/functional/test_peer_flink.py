@@ -59,8 +59,8 @@ def confirmed_log(bootstrap: str, topic: str, snapshots: int, timeout_seconds: f
     deadline = time.monotonic() + timeout_seconds
     while True:
         confirmations = [json.loads(m.value) for m in
-                         read_topic(bootstrap, topic + "__logstore_commits", idle_seconds=0.2)]
-        messages = confirmed(bootstrap, topic, read_topic(bootstrap, topic, idle_seconds=0.2))
+                         read_topic(bootstrap, topic + "__logstore_commits")]
+        messages = confirmed(bootstrap, topic, read_topic(bootstrap, topic))
         expected = sum(c["records"] for c in confirmations)
         if len(confirmations) >= snapshots and len(messages) == expected:
             return messages

@@ -18,7 +18,8 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
-    changes, commit_protocol, faults, leftovers, parallel_mirror, run_lock, source_changes,
+    changes, commit_protocol, faults, leftovers, parallel_mirror, row_source, run_lock,
+    source_changes,
 )
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import (
@@ -362,6 +363,11 @@ class LogstoreAdapter(SparkAdapter):
         """Fault tests: die (or pause) here when LOGSTORE_FAULT_INJECT (or _PAUSE) names it."""
         faults.maybe_crash(point)
         return ""
+
+    @available
+    def logstore_readable_table_options(self) -> str:
+        """OPTIONS of a table the mirror reads: files small enough to cross one at a time."""
+        return row_source.table_options()
 
     @available.parse_none
     def logstore_row_count(self, relation: Any) -> int:

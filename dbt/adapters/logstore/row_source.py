@@ -7,11 +7,17 @@ Each Spark task packs its Arrow batches (at most
 one pickled object carries thousands of rows, and each column reaches Python as one list.
 Thrift method: the cursor is read in batches with `fetchmany` (PyHive's rows; no Arrow there).
 
+The driver's JVM holds one partition's result at a time, so a partition must be small whatever
+the table's size: the tables the mirror reads are written in files of at most ROWS_PER_FILE rows
+(`table_options`), and a session result is planned with one partition per file (a 1M-row change
+set read as two 500k-row partitions once ran a 1 GiB driver out of heap).
+
 This module is the one place that knows which dbt-spark connection method is in use.
 """
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 BATCH_SIZE = 10_000
@@ -19,6 +25,13 @@ BATCH_SIZE = 10_000
 # first start in a process (pyarrow and pandas imports) costs about 4 s here; a smaller result
 # crosses sooner as pickled rows (about 100k rows/s).
 ARROW_FROM = 100_000
+
+# Rows per file of a table the mirror reads: what one partition brings into the driver's JVM
+# (records of about 1 KiB: some 50 MiB).
+ROWS_PER_FILE = 50_000
+# Spark packs small files into one partition while their size plus this cost per file stays
+# under spark.sql.files.maxPartitionBytes; at 1 TiB no two files share a partition.
+_ONE_FILE_PER_PARTITION = {"spark.sql.files.openCostInBytes": str(1 << 40)}
 
 Columns = List[list]  # one batch of a result: a list of values per column, all of one length
 
@@ -32,6 +45,28 @@ def active_spark(handle: Any) -> Optional[Any]:
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+def table_options() -> str:
+    """The OPTIONS clause of a CREATE TABLE ... AS whose result the mirror will read."""
+    return f"options ('maxRecordsPerFile' = '{ROWS_PER_FILE}')"
+
+
+@contextmanager
+def _planned_one_partition_per_file(spark: Any) -> Iterator[None]:
+    """Session settings for planning a query (file partitions are fixed when it is planned),
+    restored right after, so that other statements of the session are not affected."""
+    before = {key: spark.conf.get(key, None) for key in _ONE_FILE_PER_PARTITION}
+    for key, value in _ONE_FILE_PER_PARTITION.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def pack_arrow_batches(batches: Iterable[Any]) -> Iterator[Any]:
@@ -67,8 +102,10 @@ def iter_column_batches(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
         # No prefetch: computing the next partition while this one is sent holds two
         # partitions' results in the driver's JVM (a 1M-row mirror once failed with
         # TaskResultLost so, on a loaded 2-core machine).
-        frame = spark.sql(sql).mapInArrow(pack_arrow_batches, "arrow binary")
-        for (packed,) in frame.toLocalIterator(prefetchPartitions=False):
+        with _planned_one_partition_per_file(spark):
+            frame = spark.sql(sql).mapInArrow(pack_arrow_batches, "arrow binary")
+            cells = frame.toLocalIterator(prefetchPartitions=False)  # plans the query
+        for (packed,) in cells:
             for batch in unpack_arrow_batch(packed):
                 yield [column.to_pylist() for column in batch.columns]
         return
@@ -87,7 +124,9 @@ def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iter
     cursor batch) at a time."""
     spark = active_spark(handle)
     if spark is not None:
-        yield from spark.sql(sql).toLocalIterator(prefetchPartitions=False)  # (no prefetch: above)
+        with _planned_one_partition_per_file(spark):
+            rows = spark.sql(sql).toLocalIterator(prefetchPartitions=False)  # (no prefetch: above)
+        yield from rows
         return
     for rows in _fetch_batches(handle, sql, batch_size):
         yield from rows

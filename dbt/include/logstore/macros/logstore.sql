@@ -89,7 +89,7 @@
     {%- do adapter.logstore_check_unique(log_config, new_relation) -%}
   {%- endif -%}
   {%- set create_changes -%}
-    create table {{ changes_relation }} using parquet
+    create table {{ changes_relation }} using parquet {{ adapter.logstore_readable_table_options() }}
     tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
     as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates) }}
   {%- endset -%}
