@@ -55,6 +55,7 @@ class ModelRunState:
     owner: Optional[run_lock.LockOwner] = None  # this run, as its lock names it
     sources: Optional[str] = None
     landed: List[str] = field(default_factory=list)
+    change_rows: Dict[str, int] = field(default_factory=dict)  # change table -> its row count
 
 
 def _as_dict(value: Any) -> Dict[str, Any]:
@@ -355,8 +356,20 @@ class LogstoreAdapter(SparkAdapter):
                     f"'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as tombstones), "
                     f"or 'log.ignore-delete' for insert-and-delete-only logs. Nothing was changed."
                 )
+        self._prepare_row_source(log, changes_relation)
         faults.maybe_crash("before_table_commit")
         self._hold_lock(log)  # the last step before the table commit: a run that lost its lock stops
+
+    def _prepare_row_source(self, log: LogConfig, changes_relation: Any) -> None:
+        """A session mirror reads the change set as rows or, from ARROW_FROM rows, as Arrow,
+        whose Python worker then starts now, while the table commits."""
+        spark = active_spark(self.connections.get_thread_connection().handle)
+        if spark is None or log.parallelism > 1:
+            return
+        rows = self.logstore_row_count(changes_relation)
+        self._run_state().change_rows[str(changes_relation)] = rows
+        if rows >= row_source.ARROW_FROM:
+            row_source.start_python_worker(spark)
 
     @available.parse_none
     def logstore_crash_point(self, point: str) -> str:
@@ -430,8 +443,9 @@ class LogstoreAdapter(SparkAdapter):
                         previous, changeset)
                 else:
                     # how many: a session result crosses as rows or as Arrow by its size
-                    expected = (self.logstore_row_count(changes_relation)
-                                if active_spark(handle) is not None else None)
+                    expected = self._run_state().change_rows.pop(str(changes_relation), None)
+                    if expected is None and active_spark(handle) is not None:
+                        expected = self.logstore_row_count(changes_relation)
                     snapshot = commit_protocol.write_change_set(
                         log, table,
                         lambda attempt: iter_column_batches(

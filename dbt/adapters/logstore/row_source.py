@@ -47,6 +47,34 @@ def active_spark(handle: Any) -> Optional[Any]:
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
+_warmed: set = set()  # Spark contexts whose Python worker start is under way or done
+
+
+def _no_rows(batches: Iterable[Any]) -> Iterator[Any]:
+    return iter(())
+
+
+def start_python_worker(spark: Any) -> None:
+    """Start Spark's Python worker now, in the background, for an Arrow read to come: its first
+    start in a process (pyarrow and pandas imports, about 4 s here) then overlaps the table
+    commit instead of delaying the log. Spark keeps an idle worker for the next task
+    (spark.python.worker.reuse). Once per Spark context."""
+    import threading
+
+    context = id(spark.sparkContext)
+    if context in _warmed:
+        return
+    _warmed.add(context)
+
+    def run() -> None:
+        try:
+            spark.range(1, numPartitions=1).mapInArrow(_no_rows, "id long").collect()
+        except Exception:  # only a head start: the read itself starts the worker otherwise
+            pass
+
+    threading.Thread(target=run, name="logstore-python-worker", daemon=True).start()
+
+
 def table_options() -> str:
     """The OPTIONS clause of a CREATE TABLE ... AS whose result the mirror will read."""
     return f"options ('maxRecordsPerFile' = '{ROWS_PER_FILE}')"
