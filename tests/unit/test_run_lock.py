@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 from dbt.adapters.logstore import run_lock
 from dbt.adapters.logstore.run_lock import LockOwner, lost_message
@@ -64,6 +65,16 @@ def test_a_lock_is_a_lease_with_a_token():
     assert not owner.expired()
     assert owner.renewed(120).expires_ms > owner.expires_ms
     assert owner.renewed(120).token == owner.token
+
+
+def test_a_lease_is_renewed_once_a_tenth_of_it_has_passed():
+    owner = LockOwner.this_process("inv-1", lease_seconds=60)
+    now = owner.expires_ms - 60_000
+    assert not owner.due_for_renewal(60, now_ms=now)
+    assert not owner.due_for_renewal(60, now_ms=now + 5_000)
+    assert owner.due_for_renewal(60, now_ms=now + 7_000)
+    assert owner.due_for_renewal(60, now_ms=owner.expires_ms + 1)  # expired
+    assert replace(owner, expires_ms=0).due_for_renewal(60)  # a lock without a lease
 
 
 def test_an_expired_lease_is_gone_even_on_another_host():

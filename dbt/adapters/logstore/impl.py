@@ -211,7 +211,7 @@ class LogstoreAdapter(SparkAdapter):
     def _hold_lock(self, log: LogConfig) -> None:
         """Before a step that changes the table or the log: the lock must still carry this run's
         token (a run paused past its lease has lost it, and stops here); then its lease is
-        renewed."""
+        renewed (run_lock.LockOwner.due_for_renewal)."""
         state = self._run_state()
         if state.lock is None or state.owner is None:
             return  # recovery without a run lock of its own (never the case in a model run)
@@ -219,7 +219,10 @@ class LogstoreAdapter(SparkAdapter):
         if held is None or held.token != state.owner.token:
             lock, state.lock = state.lock, None  # not ours to release any more
             raise DbtRuntimeError(run_lock.lost_message(log.model, lock, held))
-        state.owner = state.owner.renewed(self._lease_seconds())
+        lease = self._lease_seconds()
+        if not state.owner.due_for_renewal(lease):
+            return
+        state.owner = state.owner.renewed(lease)
         self.execute(f"alter table {state.lock} set tblproperties "
                      f"('{run_lock.P_EXPIRES}' = '{state.owner.expires_ms}')")
 

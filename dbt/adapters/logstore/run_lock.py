@@ -7,7 +7,7 @@ the same name fails), so the run that creates the lock table owns the model unti
 (dbt's post-model hook drops it whether the run succeeded or failed).
 
 The lock is a lease: it names its owner (dbt invocation, host, pid, the process's start time),
-a random token, and when it expires. The owner renews it at every step of the commit protocol
+a random token, and when it expires. The owner renews it at the steps of the commit protocol
 (`renewed`), and before each step that changes the table or the log it checks that the lock
 still carries its token (`still_held`): an owner that was paused (SIGSTOP, a frozen VM) or slow
 past its lease and lost the lock to another run stops there, changing nothing more; on the log
@@ -85,6 +85,13 @@ class LockOwner:
 
     def renewed(self, lease_seconds: float) -> "LockOwner":
         return replace(self, expires_ms=_expiry(lease_seconds))
+
+    def due_for_renewal(self, lease_seconds: float, now_ms: Optional[int] = None) -> bool:
+        """Whether a tenth of a `lease_seconds` lease has passed since it was last renewed:
+        renewing at every step would cost a metastore write each, and after any step at least
+        nine tenths of the lease are left."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        return self.expires_ms - now < lease_seconds * 900
 
     def describe(self) -> str:
         return f"dbt invocation {self.invocation} (host {self.host}, pid {self.pid}, since {self.since})"
