@@ -46,6 +46,14 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_longest_transaction_s: Optional[float] = None  # the longest of them, begin to commit
 
 
+def in_memory_catalog_message(model: str) -> str:
+    return (f"Model '{model}': a partitioned logged model needs Spark's Hive catalog, and this "
+            f"session uses the in-memory one (spark.sql.catalogImplementation = in-memory), which "
+            f"loses the partitions of a renamed table: the model's commit renames its staged table "
+            f"in. Start the Spark session with Hive support (dbt-spark's session method does, "
+            f"unless a session was already running in this process). Nothing was changed.")
+
+
 @dataclass
 class ModelRunState:
     """What a thread's model run holds until dbt's post-model hook: its run lock, the upstream
@@ -275,6 +283,19 @@ class LogstoreAdapter(SparkAdapter):
         return run_lock.LockOwner.from_properties(props)
 
     # --- before the table changes --------------------------------------------------------
+
+    @available.parse_none
+    def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str:
+        """Refuse a partitioned logged model on Spark's in-memory catalog, before anything
+        changes: that catalog keeps a renamed table's old partition paths, so the staged table
+        renamed in would read empty. (dbt-spark starts its session with the Hive catalog; an
+        in-memory one is a session somebody else started in the same process.)"""
+        spark = active_spark(self.connections.get_thread_connection().handle)
+        if spark is not None and partition_by:
+            catalog = spark.conf.get("spark.sql.catalogImplementation", "hive")
+            if catalog == "in-memory":
+                raise DbtRuntimeError(in_memory_catalog_message(log.model))
+        return ""
 
     @available.parse_none
     def logstore_prepare(self, log: LogConfig) -> int:

@@ -23,7 +23,8 @@
      began is finished; its change set re-sent if its table commit happened, else dropped);
      a log that starts now (a new topic) first receives the table's current rows, and takes
      no change set of a failed run. Returns the topic's partition count. --#}
-{% macro logstore_begin(log_config, target_relation) -%}
+{% macro logstore_begin(log_config, target_relation, partition_by=none) -%}
+  {%- do adapter.logstore_check_catalog(log_config, partition_by) -%}
   {%- do adapter.logstore_lock(log_config, target_relation, invocation_id) -%}
   {%- set partitions = adapter.logstore_prepare(log_config) -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}

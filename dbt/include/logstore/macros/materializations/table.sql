@@ -11,7 +11,7 @@
 
   {#-- a log that goes on keeps the shape its topic holds --#}
   {%- set log_config = adapter.logstore_continue_log(log_config, target_relation) -%}
-  {%- set partitions = logstore_begin(log_config, target_relation) -%}
+  {%- set partitions = logstore_begin(log_config, target_relation, config.get('partition_by')) -%}
   {{ run_hooks(pre_hooks) }}
 
   {%- set old_relation = adapter.get_relation(database=database, schema=schema, identifier=identifier) -%}
