@@ -150,10 +150,12 @@ def spark():
 
     from dbt.adapters.logstore.connections import session_defaults
 
-    builder = SparkSession.builder.enableHiveSupport()
-    for key, value in {**session_defaults(os.environ[SESSION_DIR_VARIABLE]), **TEST_SESSION}.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = SparkSession.getActiveSession()
+    if session is None:  # (a builder's settings would overwrite a running session's, e.g. its zone)
+        builder = SparkSession.builder.enableHiveSupport()
+        for key, value in {**session_defaults(os.environ[SESSION_DIR_VARIABLE]), **TEST_SESSION}.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
     # a session someone started otherwise would make every later test in this process doubtful
     assert session.conf.get("spark.sql.catalogImplementation") == "hive", "bare Spark session"
     return session
