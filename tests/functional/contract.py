@@ -146,16 +146,20 @@ def spark():
     own query or a dbt run. A bare `getOrCreate()` would start an in-memory catalog with its
     warehouse in the current directory, which every later dbt run in this process would then
     reuse: its renamed partitioned tables keep their old partition paths."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from dbt.adapters.logstore.connections import session_defaults
 
-    session = SparkSession.getActiveSession()
-    if session is None:  # (a builder's settings would overwrite a running session's, e.g. its zone)
-        builder = SparkSession.builder.enableHiveSupport()
+    builder = SparkSession.builder
+    # A running session is taken as it is: a builder's settings would overwrite its own (e.g.
+    # a test profile's time zone). getActiveSession() would not do: it is per thread, and dbt
+    # starts the session in its model threads.
+    if SparkContext._active_spark_context is None:
+        builder = builder.enableHiveSupport()
         for key, value in {**session_defaults(os.environ[SESSION_DIR_VARIABLE]), **TEST_SESSION}.items():
             builder = builder.config(key, value)
-        session = builder.getOrCreate()
+    session = builder.getOrCreate()
     # a session someone started otherwise would make every later test in this process doubtful
     assert session.conf.get("spark.sql.catalogImplementation") == "hive", "bare Spark session"
     return session

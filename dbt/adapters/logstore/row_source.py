@@ -17,6 +17,7 @@ This module is the one place that knows which dbt-spark connection method is in 
 from __future__ import annotations
 
 import itertools
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
@@ -59,8 +60,6 @@ def start_python_worker(spark: Any) -> None:
     start in a process (pyarrow and pandas imports, about 4 s here) then overlaps the table
     commit instead of delaying the log. Spark keeps an idle worker for the next task
     (spark.python.worker.reuse). Once per Spark context."""
-    import threading
-
     context = id(spark.sparkContext)
     if context in _warmed:
         return
@@ -80,21 +79,27 @@ def table_options() -> str:
     return f"options ('maxRecordsPerFile' = '{ROWS_PER_FILE}')"
 
 
+# dbt's model threads share the session: one plans at a time, or a thread could save another's
+# setting as "before" and leave it set for good
+_planning = threading.Lock()
+
+
 @contextmanager
 def _planned_one_partition_per_file(spark: Any) -> Iterator[None]:
     """Session settings for planning a query (file partitions are fixed when it is planned),
     restored right after, so that other statements of the session are not affected."""
-    before = {key: spark.conf.get(key, None) for key in _ONE_FILE_PER_PARTITION}
-    for key, value in _ONE_FILE_PER_PARTITION.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    with _planning:
+        before = {key: spark.conf.get(key, None) for key in _ONE_FILE_PER_PARTITION}
+        for key, value in _ONE_FILE_PER_PARTITION.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
 
 
 def pack_arrow_batches(batches: Iterable[Any]) -> Iterator[Any]:
