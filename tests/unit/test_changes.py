@@ -18,8 +18,9 @@ from dbt.adapters.logstore.changes import (
     inserts_sql,
     keyed_diff_sql,
     keyless_diff_sql,
-    largest_change_sql,
-    non_insert_count_sql,
+    ChangeSetSummary,
+    change_set_summary,
+    change_set_summary_sql,
     scoped_to,
     upserted_rows_sql,
 )
@@ -411,41 +412,35 @@ def test_upserted_rows_sql_quotes_odd_names():
     assert sql.endswith("select `we``ird`, `o'neil` from n_rel")
 
 
-# --- non-insert count ----------------------------------------------------------------------
+# --- the change set's summary (the last checks before the commit, one pass) ----------------
 
 
-def test_non_insert_count_sql():
-    assert non_insert_count_sql("db.orders__logstore_changes") == (
-        "select count(*) from db.orders__logstore_changes where __logstore_op <> 'c'"
-    )
+def test_change_set_summary_sql_is_one_pass_over_the_change_set():
+    sql = change_set_summary_sql("db.orders__logstore_changes")
+    assert sql.count("select") == 1 and sql.count("from") == 1
+    assert sql.endswith("from db.orders__logstore_changes")
+    assert "count_if(__logstore_op = 'x')" in sql  # marked duplicates
+    assert "count_if(__logstore_op <> 'c')" in sql  # updates and deletes
 
 
-# --- largest change (record-size check before the commit) ---------------------------------
-
-
-def test_largest_change_sql_shape():
-    assert largest_change_sql("db.orders__logstore_changes") == (
-        "select __logstore_key, coalesce(octet_length(__logstore_key), 0) + "
-        "coalesce(octet_length(__logstore_before), 0) + "
-        "coalesce(octet_length(__logstore_after), 0) as size "
-        "from db.orders__logstore_changes order by size desc limit 1"
-    )
-
-
-def test_largest_change_sql_counts_bytes_of_key_and_both_images_null_safe():
-    sql = norm(largest_change_sql("c"))
+def test_change_set_summary_counts_bytes_of_key_and_both_images_null_safe():
+    sql = norm(change_set_summary_sql("c"))
     for column in (KEY, BEFORE, AFTER):
         # bytes, not characters; a missing image (insert, delete, keyless) counts 0, not NULL
         assert f"coalesce(octet_length({column}), 0)" in sql
-    assert "length(__logstore_op)" not in sql
     assert "char_length" not in sql
+    assert f"max_by({KEY}," in sql  # the largest change's key, to name it in the error
 
 
-def test_largest_change_sql_returns_one_row_key_first():
-    sql = norm(largest_change_sql("c"))
-    assert sql.startswith(f"select {KEY},")
-    assert sql.endswith("order by size desc limit 1")
-    assert sql.count(";") == 0
+def test_change_set_summary_of_an_empty_change_set():
+    # Spark's aggregates over no rows: count 0, count_if 0, max_by / max NULL
+    summary = change_set_summary((0, 0, 0, None, 0))
+    assert summary == ChangeSetSummary(0, 0, 0, None, 0)
+    assert change_set_summary((0, None, None, None, None)).largest_size == 0
+
+
+def test_change_set_summary_reads_the_row_in_order():
+    assert change_set_summary((10, 1, 4, '{"id":7}', 2048)) == ChangeSetSummary(10, 1, 4, '{"id":7}', 2048)
 
 
 def test_record_overhead():

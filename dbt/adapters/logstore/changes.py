@@ -227,15 +227,30 @@ def upserted_rows_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[s
 RECORD_OVERHEAD = 1024
 
 
-def largest_change_sql(changes_relation: str) -> str:
-    """The key and byte size of the largest change (key plus images)."""
+@dataclass(frozen=True)
+class ChangeSetSummary:
+    """What the last checks before a table commit need of a change set, from one pass over it."""
+
+    rows: int
+    duplicates: int  # rows marked OP_DUPLICATE (a change set built with mark_duplicates)
+    non_inserts: int  # updates and deletes
+    largest_key: Optional[str]  # the key of the largest change (key plus images), in bytes
+    largest_size: int
+
+
+def change_set_summary_sql(changes_relation: str) -> str:
+    """One pass over a change set for ChangeSetSummary (one query, not one per check: each is a
+    Spark job and a metastore lookup, a fixed cost of every run)."""
     size = (f"coalesce(octet_length({KEY}), 0) + coalesce(octet_length({BEFORE}), 0) + "
             f"coalesce(octet_length({AFTER}), 0)")
-    return f"select {KEY}, {size} as size from {changes_relation} order by size desc limit 1"
+    return (f"select count(*), count_if({OP} = '{OP_DUPLICATE}'), count_if({OP} <> 'c'), "
+            f"max_by({KEY}, {size}), coalesce(max({size}), 0) from {changes_relation}")
 
 
-def non_insert_count_sql(changes_relation: str) -> str:
-    return f"select count(*) from {changes_relation} where {OP} <> 'c'"
+def change_set_summary(row: Sequence) -> ChangeSetSummary:
+    rows, duplicates, non_inserts, largest_key, largest_size = row
+    return ChangeSetSummary(int(rows), int(duplicates or 0), int(non_inserts or 0),
+                            largest_key, int(largest_size or 0))
 
 
 def marked_duplicates_sql(changes_relation: str, limit: int = 3) -> str:

@@ -356,42 +356,38 @@ class LogstoreAdapter(SparkAdapter):
         """Last checks before the table commit: no key repeats (when the change set was built
         with mark_duplicates), every change fits in one Kafka record, and `log.format: json`
         without upsert mode gets only inserts."""
-        if marked_duplicates and log.keyed:
+        _, table = self.execute(changes.change_set_summary_sql(str(changes_relation)), fetch=True)
+        summary = changes.change_set_summary(table.rows[0])
+        if marked_duplicates and log.keyed and summary.duplicates:
             _, table = self.execute(changes.marked_duplicates_sql(str(changes_relation)), fetch=True)
-            if len(table.rows):
-                raise self._not_unique(log, [row[0] for row in table.rows])
+            raise self._not_unique(log, [row[0] for row in table.rows])
         limit = int(log.client_properties.get("max.request.size", 1048576))
-        _, table = self.execute(changes.largest_change_sql(str(changes_relation)), fetch=True)
-        if len(table.rows) and int(table.rows[0][1] or 0) + changes.RECORD_OVERHEAD > limit:
-            key, size = table.rows[0]
+        if summary.rows and summary.largest_size + changes.RECORD_OVERHEAD > limit:
             raise DbtRuntimeError(
-                f"Model '{log.model}': the change of row key {key} is {size} bytes, more than one "
-                f"Kafka record may hold (max.request.size = {limit}). Allowed: records up to the "
-                f"limit; raise it with 'kafka.max.request.size' (and the broker's "
-                f"message.max.bytes). Nothing was changed."
+                f"Model '{log.model}': the change of row key {summary.largest_key} is "
+                f"{summary.largest_size} bytes, more than one Kafka record may hold "
+                f"(max.request.size = {limit}). Allowed: records up to the limit; raise it with "
+                f"'kafka.max.request.size' (and the broker's message.max.bytes). Nothing was changed."
             )
-        if log.format == "json" and not log.upsert:
-            _, table = self.execute(changes.non_insert_count_sql(str(changes_relation)), fetch=True)
-            count = int(table.rows[0][0])
-            if count:
-                raise DbtRuntimeError(
-                    f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which "
-                    f"cannot express the {count} updates/deletes of this run. Allowed: log.format "
-                    f"'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as tombstones), "
-                    f"or 'log.ignore-delete' for insert-and-delete-only logs. Nothing was changed."
-                )
-        self._prepare_row_source(log, changes_relation)
+        if log.format == "json" and not log.upsert and summary.non_inserts:
+            raise DbtRuntimeError(
+                f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which "
+                f"cannot express the {summary.non_inserts} updates/deletes of this run. Allowed: "
+                f"log.format 'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as "
+                f"tombstones), or 'log.ignore-delete' for insert-and-delete-only logs. Nothing "
+                f"was changed."
+            )
+        self._prepare_row_source(log, changes_relation, summary.rows)
         faults.maybe_crash("before_table_commit")
         self._hold_lock(log)  # the last step before the table commit: a run that lost its lock stops
 
-    def _prepare_row_source(self, log: LogConfig, changes_relation: Any) -> None:
+    def _prepare_row_source(self, log: LogConfig, changes_relation: Any, rows: int) -> None:
         """A session mirror reads the change set as rows or, from ARROW_FROM rows, as Arrow,
         whose Python worker then starts now, while the table commits."""
+        self._run_state().change_rows[str(changes_relation)] = rows
         spark = active_spark(self.connections.get_thread_connection().handle)
         if spark is None or log.parallelism > 1:
             return
-        rows = self.logstore_row_count(changes_relation)
-        self._run_state().change_rows[str(changes_relation)] = rows
         if rows >= row_source.ARROW_FROM:
             row_source.start_python_worker(spark)
 
