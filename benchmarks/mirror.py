@@ -1,6 +1,6 @@
 """Mirror benchmark: how close the mirror gets to the Kafka client's own limit.
 
-    python benchmarks/mirror.py [--rows 100000,1000000] [--rebuild-rows N,...] [--quick]
+    python benchmarks/mirror.py [--rows 100000,1000000] [--rebuild-rows N,...] [--rebuild-client C] [--quick]
                                 [--parallelism 2] [--clients kafka-python,confluent]
                                 [--profile DIR] [--no-fetch] [--only TEXT] [--results FILE]
     python benchmarks/mirror.py --check [FILE]
@@ -16,7 +16,8 @@ configuration in its own process (its own Spark session, so peak memory is per c
             adapter response), in transactional and eventual mode, with one writer and with
             `log.mirror.parallelism` Spark tasks;
 - rebuild:  a keyed table of the largest row count, rebuilt with 1% of its rows changed:
-            records emitted, and the run time with the log next to the same model without;
+            records emitted, and the run time with the log next to the same model without,
+            each rebuild in a fresh process (as a user's `dbt run`);
 - memory:   peak resident set (VmHWM) of the Python driver and of Spark's JVM, per configuration.
 
 It prints one table at the end and writes every figure to benchmarks/results.json (--results);
@@ -225,17 +226,20 @@ def profile_mirror(out: Path) -> None:
 
 
 def child_rebuild(spec: Dict[str, Any]) -> Dict[str, Any]:
-    """A keyed table rebuilt with 1% of its rows changed, with and without the log."""
+    """A keyed table rebuilt with 1% of its rows changed, with and without the log. Phase
+    "build": both tables' first builds. Phases "nolog" and "log": the measured rebuild alone in
+    a fresh process, as a user's `dbt run` is (a JVM whose first join is the diff's, on both
+    sides of the ratio)."""
     project = Path(spec["project"])
     base = {"rows": spec["rows"], "partitions": spec["partitions"]}
-    out: Dict[str, Any] = {}
-    for step in (1, 2):
-        for name, extra in (("nolog", {"log_system": "none"}),
-                            ("log", {"topic": spec["topic"]})):
-            run = _dbt(project, {**base, **extra, "step": step}, select=f"rebuild_{name}")
-            out[f"{name}_{step}"] = run
-    return {"records": out["log_2"]["rows_mirrored"], "seconds": out["log_2"]["seconds"],
-            "nolog_seconds": out["nolog_2"]["seconds"], "log_seconds": out["log_2"]["log_seconds"]}
+    variables = {"nolog": {"log_system": "none"}, "log": {"topic": spec["topic"]}}
+    if spec["phase"] == "build":
+        for name, extra in variables.items():
+            _dbt(project, {**base, **extra, "step": 1}, select=f"rebuild_{name}")
+        return {"records": 0, "seconds": 0.0}
+    run = _dbt(project, {**base, **variables[spec["phase"]], "step": 2}, select=f"rebuild_{spec['phase']}")
+    return {"records": run.get("rows_mirrored", 0), "seconds": run["seconds"],
+            "log_seconds": run.get("log_seconds", 0.0)}
 
 
 def child_main(spec: Dict[str, Any]) -> None:
@@ -380,6 +384,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--no-fetch", action="store_true",
                         help="skip the Spark -> driver read rate (a second read of the table)")
     parser.add_argument("--rebuild-rows", help="row counts of the keyed rebuild (default: the largest of --rows)")
+    parser.add_argument("--rebuild-client", help="the keyed rebuild's Kafka client (default: confluent if "
+                        "measured, else kafka-python); its first build mirrors every row")
     parser.add_argument("--results", default=str(RESULTS), help="where to write the results (JSON)")
     parser.add_argument("--check", nargs="?", const=str(RESULTS), metavar="FILE",
                         help="check the targets against a results file, exit 1 if one is missed")
@@ -400,6 +406,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ImportError:
             print("confluent-kafka is not installed (pip install 'dbt-logstore[confluent]'): skipped")
             clients.remove("confluent")
+    if not args.rebuild_client:
+        args.rebuild_client = "confluent" if "confluent" in clients else "kafka-python"
     work = Path(tempfile.mkdtemp(prefix="logstore-bench-"))
     logs = work / "logs"
     logs.mkdir()
@@ -432,7 +440,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "project": str(project), "session_dir": str(work / f"spark-{counter}"),
                     "topic": f"bench.{counter}." + re.sub(r"[^a-zA-Z0-9]+", "_", name).strip("_"),
                     "consistency": "transactional", "parallelism": 1, "partitions": 1,
-                    "profile": args.profile, **extra}
+                    "profile": args.profile}
+            spec.update(extra)
             started = time.monotonic()
             result = run_child(spec, logs)
             results[name] = result
@@ -464,12 +473,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      _mb(result["jvm_mb"]), _transactions(result),
                                      _seconds(result.get("longest_transaction_s"))])
         for rows in rebuild_sizes:
-            rebuild = measure(f"rebuild {rows}", "rebuild", rows)
-            if not rebuild.get("skipped"):
-                rebuilds.append({"rows": rows, "records": rebuild["records"],
-                                 "with_log_s": rebuild["seconds"], "without_log_s": rebuild["nolog_seconds"],
-                                 "mirror_s": rebuild["log_seconds"],
-                                 "ratio": rebuild["seconds"] / rebuild["nolog_seconds"]})
+            session = str(work / f"spark-rebuild-{rows}")  # one metastore for the three phases
+            topic = f"bench.rebuild.{rows}"
+            phases = {phase: measure(f"rebuild {rows} {phase}", "rebuild", rows, args.rebuild_client,
+                                     phase=phase, session_dir=session, topic=topic)
+                      for phase in ("build", "nolog", "log")}
+            if not any(p.get("skipped") for p in phases.values()):
+                log, nolog = phases["log"], phases["nolog"]
+                rebuilds.append({"rows": rows, "client": args.rebuild_client, "records": log["records"],
+                                 "with_log_s": log["seconds"], "without_log_s": nolog["seconds"],
+                                 "mirror_s": log["log_seconds"], "ratio": log["seconds"] / nolog["seconds"]})
     finally:
         if broker is not None:
             broker.stop()
@@ -493,7 +506,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for rebuild in rebuilds:
         print(f"keyed rebuild of {rebuild['rows']:,} rows, 1% changed: {rebuild['records']:,} records "
               f"emitted; run {rebuild['with_log_s']:.1f} s with log vs {rebuild['without_log_s']:.1f} s "
-              f"without (x{rebuild['ratio']:.2f}; mirror {rebuild['mirror_s']:.1f} s)")
+              f"without, each in a fresh process (x{rebuild['ratio']:.2f}; mirror {rebuild['mirror_s']:.1f} s, "
+              f"{rebuild['client']})")
     small, big = min(sizes), max(sizes)
     for label in ("transactional, 1 writer", f"transactional, {args.parallelism} tasks"):
         a, b = results.get(f"mirror {small} {label}"), results.get(f"mirror {big} {label}")
