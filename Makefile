@@ -32,13 +32,12 @@ demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
 
 # Three workers, a file each at a time: every worker has its own Spark session, metastore and
-# embedded broker, and the subprocess-heavy fault tests run beside the rest.
-# The local-cluster test (three JVMs, about 5 minutes of a worker) runs in `make test-cluster`,
-# which keeps `make test` within its 20 minutes.
+# embedded broker, and the subprocess-heavy fault tests run beside the rest. The local-cluster
+# test (tests/functional/test_local_cluster.py, three JVMs) is part of it.
 test: $(STAMP) $(FLINK_STAMP)
-	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 3 --dist loadfile --durations=25 -m "not cluster"
+	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 3 --dist loadfile --durations=25
 
-# The parallel mirror on Spark's local-cluster master: executors in their own JVMs and Python workers.
+# The parallel mirror on Spark's local-cluster master alone: executors in their own JVMs and Python workers.
 test-cluster: $(STAMP)
 	$(BIN)/python -m pytest tests -p no:cacheprovider -q -m cluster
 
