@@ -61,14 +61,26 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
     }
 
 
-# `make test` spreads test files over three workers (pytest-xdist, -n 3 --dist loadfile), handing
-# each worker the next file in collection order when it finishes one. The longest files go first,
-# so that none of them starts last while the other workers sit idle (times: `--durations`).
+# `make test` spreads test files over three workers (pytest-xdist, -n 3 --dist loadfile
+# --no-loadscope-reorder), handing each worker the next file in collection order when it
+# finishes one. The longest files go first (seconds of a worker in a full run, `--durations`),
+# so that none of them starts last while the other workers sit idle.
 LONGEST_FIRST = (
-    "test_faults_random", "test_faults_parallel", "test_local_cluster", "test_faults_late",
-    "test_faults_early",
-    "test_faults_concurrency", "test_downstream", "test_downstream_thrift", "test_consuming",
-    "test_contract", "test_options", "test_faults_incremental",
+    "test_faults_concurrency",  # ~400 s
+    "test_faults_random",  # ~320 s
+    "test_options",  # ~310 s
+    "test_consuming",  # ~300 s
+    "test_contract",  # ~270 s
+    "test_peer_flink",  # ~240 s
+    "test_faults_incremental",  # ~220 s
+    "test_faults_early",  # ~200 s
+    "test_schema_changes",
+    "test_downstream",
+    "test_local_cluster",
+    "test_adapter_basic",
+    "test_faults_parallel",
+    "test_faults_late",
+    "test_downstream_thrift",
 )
 
 
