@@ -124,6 +124,13 @@ class DbtProject:
     def relation_exists(self, relation: str) -> bool:
         return self.table_properties(relation) is not None
 
+    def table_columns(self, model: LoggedModel) -> Tuple[List[str], List[str]]:
+        """The table's column names and Spark types, in table order."""
+        columns = self.adapter.get_columns_in_relation(
+            self.adapter.Relation.create(schema=model.relation.split(".")[0],
+                                         identifier=model.relation.split(".")[1]))
+        return [c.name for c in columns], [c.dtype for c in columns]
+
     def snapshot_rows(self, model: LoggedModel) -> Tuple[int, Iterator[Tuple[Any, Dict[str, Any]]]]:
         """The table's current snapshot id and its rows as (key, row) JSON images, encoded as the
         log encodes them. Fails when the table holds a commit its log does not have yet."""
@@ -134,10 +141,7 @@ class DbtProject:
             snapshot = commit_protocol.logged_snapshot(props, model.name)
         except commit_protocol.UnloggedCommit as exc:
             raise ReaderError(f"Model {exc}") from None
-        columns = self.adapter.get_columns_in_relation(
-            self.adapter.Relation.create(schema=model.relation.split(".")[0],
-                                         identifier=model.relation.split(".")[1]))
-        names, types = [c.name for c in columns], [c.dtype for c in columns]
+        names, types = self.table_columns(model)
         images = continue_stored_shape(model.log, props)[0].images  # as this table's log writes them
         type_of = dict(zip(names, types))
         key = (images.object_sql(model.log.unique_key, types=[type_of.get(k, "") for k in model.log.unique_key])

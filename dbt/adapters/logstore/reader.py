@@ -23,7 +23,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.encoding import is_tombstone_after_delete
 
@@ -407,26 +407,35 @@ class Normalizer:
 
 class Replica:
     """Applies change records in order: insert/update upsert by key (or add a row when the log
-    is keyless), delete removes the key (or one equal row)."""
+    is keyless), delete removes the key (or one equal row). With `columns` (the consumer's
+    column list, e.g. the table's current one), every image is read against it, as
+    docs/log-format.md ("Row images across schema changes") says: a column the image lacks is
+    null, a field not in `columns` is ignored."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: Optional[Sequence[str]] = None) -> None:
         self._keyed: Dict[str, Dict[str, Any]] = {}
         self._keyless: List[Dict[str, Any]] = []
+        self._columns = None if columns is None else list(columns)
 
     @staticmethod
     def _key(key: Any) -> str:
         return json.dumps(key, sort_keys=True, default=str)
+
+    def _shape(self, image: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        if self._columns is None:
+            return image or {}
+        return {column: (image or {}).get(column) for column in self._columns}
 
     def apply(self, record: ChangeRecord) -> None:
         if record.key is not None:
             if record.op == "d":
                 self._keyed.pop(self._key(record.key), None)
             else:
-                self._keyed[self._key(record.key)] = record.after or {}
+                self._keyed[self._key(record.key)] = self._shape(record.after)
         elif record.op == "d":
-            self._keyless.remove(record.before)  # ValueError: the log deletes a row it never had
+            self._keyless.remove(self._shape(record.before))  # ValueError: a row it never had
         else:
-            self._keyless.append(record.after or {})
+            self._keyless.append(self._shape(record.after))
 
     def rows(self) -> List[Dict[str, Any]]:
         return list(self._keyed.values()) + list(self._keyless)

@@ -86,7 +86,8 @@ def _image(row: Any) -> str:
 
 def _verify_content(project: DbtProject, model: LoggedModel, reader: ChangelogReader,
                     status: ModelStatus) -> None:
-    replica = Replica()
+    # read against the table's columns (docs/log-format.md, "Row images across schema changes")
+    replica = Replica(columns=project.table_columns(model)[0])
     try:
         for record in reader.changes():
             replica.apply(record)
