@@ -1,6 +1,8 @@
 """Schema changes of logged models (docs/log-format.md, "Row images across schema changes"): a
-column added to an incremental model (append_new_columns, sync_all_columns), columns added,
-dropped and retyped in `table` models, keyed and keyless; `on_schema_change: fail`, and a
+column added to an incremental model (append_new_columns on append, merge and keyless
+insert_overwrite models, sync_all_columns), columns added,
+dropped, retyped and reordered in `table` models, keyed and keyless; `on_schema_change: ignore`
+and `fail`, and a
 dropped column under `sync_all_columns`, which Spark refuses for parquet. dbt runs as a user
 runs it (subprocesses, over thrift). After each run, for every model:
 - the independent replay of the confirmed log (tests/functional/contract.py, which reads an
@@ -46,19 +48,34 @@ select id, concat('s', cast({{ var('step') }} as string)) as tag
 {% if var('step') >= 2 %}, {{ var('step') }} * 100 as phase_no{% endif %}
 from range({{ var('step') }}, {{ var('step') }} + 3) as r(id)
 """
-# table models: step 2 adds a column; step 3 drops `extra` and turns `amount` into a string
+# keyless insert_overwrite (no partition_by: every row replaced): the deletes of step 2 are
+# rendered from the table after dbt added the column, so they carry it as null, and find the
+# rows logged without it only by the rule
+OVERWRITTEN = _config(materialized="'incremental'", incremental_strategy="'insert_overwrite'",
+                      on_schema_change="'append_new_columns'") + """
+select id % 3 as k, 'v' as tag {% if var('step') >= 2 %}, {{ var('step') }} as phase_no{% endif %}
+from range({{ var('step') }} + 3) as r(id)
+"""
+# table models, keyed and keyless: step 2 adds a column; step 3 drops `extra`, turns a column
+# into a string and moves another first
 REBUILT = _config(materialized="'table'", unique_key="'id'") + """
 select id,
+       {% if var('step') == 3 %} id % 2 = 0 as even, {% endif %}
        {% if var('step') < 3 %} cast(id * 1.5 as decimal(6, 2)) {% else %} concat('#', cast(id as string)) {% endif %} as amount
        {% if var('step') < 3 %}, 'x' as extra{% endif %}
-       {% if var('step') >= 2 %}, id % 2 = 0 as even{% endif %}
+       {% if var('step') == 2 %}, id % 2 = 0 as even{% endif %}
 from range(4) as r(id)
 """
 BAG = _config(materialized="'table'") + """
-select id % 2 as k
+select {% if var('step') == 3 %} 'added' as added, cast(id % 2 as string) {% else %} id % 2 {% endif %} as k
        {% if var('step') < 3 %}, 'x' as extra{% endif %}
-       {% if var('step') >= 2 %}, 'added' as added{% endif %}
+       {% if var('step') == 2 %}, 'added' as added{% endif %}
 from range(3) as r(id)
+"""
+# `ignore`: the model's new column is left out of the table, and out of the log
+IGNORING = _config(materialized="'incremental'", on_schema_change="'ignore'") + """
+select id + {{ var('step') }} * 10 as id, 'v' as tag {% if var('step') >= 2 %}, 'new' as added{% endif %}
+from range(2) as r(id)
 """
 # refused: a new column under `fail`; a dropped column under `sync_all_columns` (step 3)
 STRICT = _config(materialized="'incremental'", on_schema_change="'fail'") + """
@@ -69,8 +86,8 @@ select id + {{ var('step') }} * 10 as id {% if var('step') < 3 %}, 'v' as tag{% 
        {% if var('step') >= 2 %}, 'w' as added{% endif %}
 from range(2) as r(id)
 """
-MODELS = {"appended": APPENDED, "merged": MERGED, "rebuilt": REBUILT, "bag": BAG,
-          "strict": STRICT, "synced": SYNCED}
+MODELS = {"appended": APPENDED, "merged": MERGED, "overwritten": OVERWRITTEN, "rebuilt": REBUILT, "bag": BAG,
+          "ignoring": IGNORING, "strict": STRICT, "synced": SYNCED}
 # the models each step refuses, and what the error says
 REFUSED = {2: {"strict": "out of sync"}, 3: {"strict": "out of sync",
                                               "synced": "does not support dropping columns"}}
@@ -126,7 +143,11 @@ def test_schema_changes_keep_every_log_replayable(schema_project, kafka_bootstra
     # the changes reached the tables as described
     assert set(tables["appended"][0]) == {"id", "tag", "phase_no", "note"}
     assert set(tables["rebuilt"][0]) == {"id", "amount", "even"} and tables["rebuilt"][0]["amount"] == "string"
-    assert set(tables["bag"][0]) == {"k", "added"}
+    assert tables["bag"][0] == {"added": "string", "k": "string"}
+    assert set(tables["overwritten"][0]) == {"k", "tag", "phase_no"}
+    assert set(tables["ignoring"][0]) == {"id", "tag"}
+    ignored = read_topic(servers, f"ignoring_{suffix}")
+    assert ignored and not any(b'"added"' in (m.value or b"") for m in ignored)  # nor in the log
     assert set(tables["synced"][0]) == {"id", "tag", "added"}
     # Flink's debezium-json, the newest schema declared, replays each log to its table
     cases = {model: debezium_case(model, confirmed(servers, f"{model}_{suffix}",

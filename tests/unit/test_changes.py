@@ -446,3 +446,18 @@ def test_change_set_summary_reads_the_row_in_order():
 def test_record_overhead():
     assert RECORD_OVERHEAD == 1024
     assert 0 < RECORD_OVERHEAD < 1048576  # well below Kafka's default max.request.size
+
+
+# --- new rows shaped like the table they are inserted into (on_schema_change) ------------------
+
+
+def test_shaped_like_keeps_the_tables_columns_in_the_tables_order():
+    staged = ChangeInput("db.t__logstore_new", ["tag", "ID", "added"], ["string", "bigint", "string"])
+    shaped = changes.shaped_like(staged, ["id", "tag"])  # 'ignore' left `added` out of the table
+    assert shaped == ChangeInput("db.t__logstore_new", ["ID", "tag"], ["bigint", "string"])
+
+
+def test_the_change_set_of_shaped_rows_renders_only_the_tables_columns():
+    staged = ChangeInput("db.t__logstore_new", ["id", "tag", "added"], ["bigint", "string", "string"])
+    sql = change_set_sql(changes.shaped_like(staged, ["id", "tag"]), None, ())
+    assert "`added`" not in sql and "`tag`" in sql and "db.t__logstore_new" in sql

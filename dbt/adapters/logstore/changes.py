@@ -42,6 +42,15 @@ class ChangeInput:
     types: Sequence[str] = ()
 
 
+def shaped_like(rows: ChangeInput, table_columns: Sequence[str]) -> ChangeInput:
+    """`rows` as an insert by column name into a table of `table_columns` takes them: the
+    table's columns that `rows` has, in the table's order (Spark's names are case-insensitive)."""
+    position = {name.lower(): i for i, name in enumerate(rows.columns)}
+    kept = [position[name.lower()] for name in table_columns if name.lower() in position]
+    return ChangeInput(rows.relation, [rows.columns[i] for i in kept],
+                       [rows.types[i] for i in kept] if rows.types else ())
+
+
 # Types whose Spark equality is not JSON equality: maps and variants cannot be compared at all,
 # and a collated string may call 'a' and 'A' equal where the log would show a change.
 _NOT_TYPED = ("map<", "variant", "collate")

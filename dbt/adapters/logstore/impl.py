@@ -325,12 +325,16 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_change_sql(
         self, log: LogConfig, new_relation: Any, old_relation: Any = None, scope_by: Any = None,
-        scope_relation: Any = None, mark_duplicates: bool = False,
+        scope_relation: Any = None, mark_duplicates: bool = False, shape_of: Any = None,
     ) -> str:
         """SQL of the change set from `old_relation` (None: no old rows) to `new_relation`;
         `mark_duplicates`: the diff also finds repeated keys (logstore_check_change_set fails on
-        them), in place of logstore_check_unique."""
+        them), in place of logstore_check_unique. `shape_of`: the table the new rows are
+        inserted into, whose columns they take by name (on_schema_change 'ignore' leaves the
+        model's other columns out of the table, so out of the log too)."""
         new = self._change_input(new_relation)
+        if shape_of is not None:
+            new = changes.shaped_like(new, self._column_names(shape_of))
         old = self._change_input(old_relation) if old_relation is not None else None
         if isinstance(scope_by, str):
             scope_by = [scope_by]

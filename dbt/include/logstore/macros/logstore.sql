@@ -83,8 +83,9 @@
 {#-- The change set from old_relation (none: no old rows) to new_relation, as a table tagged
      with its change-set id; scope_by limits the old rows (partitions or keys replaced).
      unique_check: fail before the commit if new_relation repeats a key of a keyed log; with
-     old rows the diff counts keys in its own shuffle, else a query of its own does. --#}
-{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id, scope_relation=none, unique_check=false) -%}
+     old rows the diff counts keys in its own shuffle, else a query of its own does.
+     shape_of: the table new_relation's rows are inserted into by column name. --#}
+{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id, scope_relation=none, unique_check=false, shape_of=none) -%}
   {%- set mark_duplicates = unique_check and old_relation is not none -%}
   {%- if unique_check and not mark_duplicates -%}
     {%- do adapter.logstore_check_unique(log_config, new_relation) -%}
@@ -92,7 +93,7 @@
   {%- set create_changes -%}
     create table {{ changes_relation }} using parquet {{ adapter.logstore_readable_table_options() }}
     tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
-    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates) }}
+    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates, shape_of) }}
   {%- endset -%}
   {%- do adapter.logstore_create(changes_relation, create_changes) -%}
   {%- do adapter.logstore_check_change_set(log_config, changes_relation, mark_duplicates) -%}

@@ -42,9 +42,10 @@
     {%- set rows_affected = adapter.logstore_row_count(staging) -%}
     {%- if strategy == 'append' -%}
       {%- do adapter.logstore_check_unique(log_config, staging, existing_relation) -%}
-      {%- do logstore_build_changes(log_config, changes, staging) -%}
+      {#-- the rows as the insert takes them: the table's columns (on_schema_change) --#}
+      {%- do logstore_build_changes(log_config, changes, staging, shape_of=existing_relation) -%}
     {%- elif strategy == 'insert_overwrite' -%}
-      {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by, unique_check=true) -%}
+      {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by, unique_check=true, shape_of=existing_relation) -%}
     {%- else -%}
       {%- do adapter.logstore_check_unique(log_config, staging) -%}
     {%- endif -%}
