@@ -16,7 +16,7 @@ from dbt.adapters.logstore.commit_protocol import (
 )
 from dbt.adapters.logstore.kafka_log import KafkaLogSystem, KafkaLogWriter
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
-from dbt.adapters.logstore.reader import confirmed_ranges
+from dbt.adapters.logstore.reader import Confirmation
 from tests.unit.test_commit_protocol import (  # noqa: F401
     CHANGESET, LOG, ROWS, TABLE, FakeWriter, fake_system, records_of,
 )
@@ -110,6 +110,11 @@ def test_a_task_that_fails_aborts_its_own_share(writers):
         write_task_share(attempt, 3, 1, records_of(broken())(attempt))
     (task,) = writers.writers
     assert task.writer_id == "analytics.orders.task-3" and task.aborted == 1 and task.committed == 0
+
+
+def confirmed_ranges(confirmation):
+    """What one control record confirms: per (attempt, writer), {partition: (first, last)}."""
+    return Confirmation.from_json({"table": "", "snapshot": 0, **confirmation}).ranges()
 
 
 def test_readers_deliver_a_parallel_attempt_by_writer():

@@ -117,10 +117,6 @@ class DbtProject:
             return None
         return commit_protocol.parse_properties(table.rows)
 
-    def scalar(self, sql: str) -> Any:
-        _, table = self.adapter.execute(sql, fetch=True)
-        return table.rows[0][0] if len(table.rows) else None
-
     def relation_exists(self, relation: str) -> bool:
         return self.table_properties(relation) is not None
 

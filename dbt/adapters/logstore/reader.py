@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -90,14 +90,6 @@ class Confirmation:
             ranges = self.offsets if writer is None else {}
         first, last = ranges.get(partition, (1, 0))
         return first <= offset <= last
-
-
-def confirmed_ranges(confirmation: Dict[str, Any]) -> Dict[Writer, Dict[int, Tuple[int, int]]]:
-    """What one control record confirms: per (attempt, writer), {partition: (first, last)}."""
-    value = dict(confirmation)
-    value.setdefault("table", "")
-    value.setdefault("snapshot", 0)
-    return Confirmation.from_json(value).ranges()
 
 
 @dataclass(frozen=True)
@@ -182,11 +174,6 @@ def start_after(confirmations: List[Confirmation], start: StartPoint) -> Tuple[i
         before = [c for c in confirmations if c.ts_ms < int(start.timestamp_ms or 0)]
         return (before[-1].snapshot, dict(before[-1].end_offsets)) if before else (0, {})
     raise ReaderError(f"Start point '{start}' is not known. Allowed: {', '.join(START_KINDS)}.")
-
-
-@dataclass
-class _PartitionQueue:
-    held: Deque[Any] = field(default_factory=deque)
 
 
 class ChangelogReader:

@@ -28,7 +28,6 @@ SOURCES = "logstore.sources"
 SOURCES_INTENT = "logstore.sources.intent"
 OP_COLUMN, SNAPSHOT_COLUMN = "_logstore_op", "_logstore_snapshot"
 CONTROL_PREFIX = "_logstore_"
-RAW_COLUMNS = ("op", "kind", "key", "value", "snapshot", "part", "off")
 
 
 @dataclass(frozen=True)
