@@ -1129,6 +1129,22 @@ def test_transaction_clock_is_due_after_a_third_of_the_timeout(monkeypatch):
     assert not clock.due() and result.longest_transaction_s == 20.0
 
 
+def test_a_transaction_is_timed_from_its_first_record(monkeypatch):
+    # the coordinator of a parallel attempt opens its producer, waits for the tasks, then sends
+    # the confirmation alone: the broker's transaction (and timeout) starts with that record
+    from dbt.adapters.logstore import kafka_log
+
+    now = [100.0]
+    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
+    clock = kafka_log.TransactionClock(60000)
+    now[0] += 120.0  # the tasks write for two minutes
+    clock.first_record()
+    now[0] += 0.5
+    result = kafka_log.WriteResult(topic="t")
+    clock.committed(result)
+    assert result.longest_transaction_s == 0.5
+
+
 def test_long_write_commits_along_the_way_and_confirms_once(fake_producer, monkeypatch):
     from dbt.adapters.logstore import kafka_log
 

@@ -109,6 +109,12 @@ class TransactionClock:
     def due(self) -> bool:
         return time.monotonic() - self.started >= self.budget_s
 
+    def first_record(self) -> None:
+        """The broker opens a transaction at its first record, not at begin_transaction (a step
+        of the client alone): a writer that has sent nothing yet (the coordinator of a parallel
+        attempt, open while its tasks write) starts the transaction's time now."""
+        self.started = time.monotonic()
+
     def committed(self, result: WriteResult) -> None:
         """A transaction committed: note how long it was open, and start the next one's time."""
         now = time.monotonic()
@@ -376,6 +382,8 @@ class KafkaLogWriter(LogWriter):
             if self._error is not None:
                 raise self._failure(self._error)
             if confirmation is not None:  # offsets are known once all are acked
+                if self._clock is not None and not self._result.records:
+                    self._clock.first_record()
                 key, value = confirmation(self._result)
                 self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
                                     partition=0).get(timeout=self._wait_s)
@@ -557,6 +565,8 @@ class ConfluentLogWriter(LogWriter):
             self._flush()
             self._result.offsets = {p: (first, last + 1) for p, (first, last) in self._ranges.items()}
             if confirmation is not None:
+                if self._clock is not None and not self._result.records:
+                    self._clock.first_record()
                 key, value = confirmation(self._result)
                 self._producer.produce(control_topic_for(self._topic), key=key, value=value,
                                        partition=0, on_delivery=self._control_delivered)
