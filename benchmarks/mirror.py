@@ -277,8 +277,13 @@ def run_child(spec: Dict[str, Any], logs: Path) -> Dict[str, Any]:
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         tail = "\n".join((done.stdout + log_file.read_text()).splitlines()[-30:])
-        raise SystemExit(f"configuration {spec['name']} failed (exit {done.returncode}):\n{tail}")
+        raise ConfigurationFailed(f"configuration {spec['name']} failed (exit {done.returncode}):\n{tail}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+class ConfigurationFailed(Exception):
+    """A configuration's process failed: recorded in the results (and failing --check), and the
+    run goes on with the other configurations."""
 
 
 def _rate(result: Dict[str, Any]) -> float:
@@ -367,6 +372,9 @@ def check(results: Dict[str, Any]) -> int:
             verdict, shown = ("met" if met else "MISSED"), f"{value:.2f}"
         missed += verdict != "met"
         print(f"  {verdict:<12} {name}: {shown} (target {comparison} {target})")
+    for failure in results.get("failures", []):
+        missed += 1
+        print(f"  {'FAILED':<12} {failure['configuration']}: {failure['error']}")
     return 1 if missed else 0
 
 
@@ -427,6 +435,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     results: Dict[str, Dict[str, Any]] = {}
     configurations: List[Dict[str, Any]] = []
     rebuilds: List[Dict[str, Any]] = []
+    failures: List[Dict[str, str]] = []
     try:
         counter = 0
 
@@ -443,7 +452,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "profile": args.profile}
             spec.update(extra)
             started = time.monotonic()
-            result = run_child(spec, logs)
+            try:
+                result = run_child(spec, logs)
+            except ConfigurationFailed as exc:
+                text = str(exc)
+                print(f"  {name}: FAILED\n{text}", flush=True)
+                cause = [line for line in text.splitlines() if "Exception" in line or "Error" in line]
+                failures.append({"configuration": name, "error": (cause or text.splitlines())[-1][:500]})
+                return {"records": 0, "seconds": 0.0, "driver_mb": None, "jvm_mb": None,
+                        "nolog_seconds": 0.0, "log_seconds": 0.0, "skipped": True, "failed": True}
             results[name] = result
             print(f"  {name}: {result} ({time.monotonic() - started:.0f} s)", flush=True)
             return result
@@ -453,6 +470,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             for client in clients:
                 tag = "" if client == "kafka-python" else f" [{client}]"
                 raw = measure(f"raw {rows}{tag}", "raw", rows, client)
+                if raw.get("failed"):
+                    continue
                 configurations.append(_entry("raw", client, rows, "transactional", 1, raw, None))
                 rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-",
                                  "-", "-"])
@@ -465,6 +484,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                                     {"parallelism": args.parallelism, "partitions": partitions}))
                 for label, extra in configs:
                     result = measure(f"mirror {rows} {label}{tag}", "mirror", rows, client, **extra)
+                    if result.get("failed"):
+                        rows_out.append([f"mirror {label}{tag}", f"{rows:,}", "FAILED", "-", "-", "-", "-", "-"])
+                        continue
                     configurations.append(_entry(
                         "mirror", client, rows, extra.get("consistency", "transactional"),
                         extra.get("parallelism", 1), result, raw))
@@ -475,10 +497,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         for rows in rebuild_sizes:
             session = str(work / f"spark-rebuild-{rows}")  # one metastore for the three phases
             topic = f"bench.rebuild.{rows}"
-            phases = {phase: measure(f"rebuild {rows} {phase}", "rebuild", rows, args.rebuild_client,
-                                     phase=phase, session_dir=session, topic=topic)
-                      for phase in ("build", "nolog", "log")}
-            if not any(p.get("skipped") for p in phases.values()):
+            phases: Dict[str, Dict[str, Any]] = {}
+            for phase in ("build", "nolog", "log"):
+                phases[phase] = measure(f"rebuild {rows} {phase}", "rebuild", rows, args.rebuild_client,
+                                        phase=phase, session_dir=session, topic=topic)
+                if phases[phase].get("failed"):
+                    break
+            if len(phases) == 3 and not any(p.get("skipped") for p in phases.values()):
                 log, nolog = phases["log"], phases["nolog"]
                 rebuilds.append({"rows": rows, "client": args.rebuild_client, "records": log["records"],
                                  "with_log_s": log["seconds"], "without_log_s": nolog["seconds"],
@@ -518,12 +543,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": f"{os.cpu_count()} cores, {_memory_gib()} GiB, {platform.platform()}",
            "command": " ".join(["python", "benchmarks/mirror.py"] + list(argv if argv is not None else sys.argv[1:])),
-           "configurations": configurations, "rebuilds": rebuilds}
+           "configurations": configurations, "rebuilds": rebuilds, "failures": failures}
     Path(args.results).write_text(json.dumps(out, indent=1) + "\n")
     print(f"\nresults written to {args.results}")
+    for failure in failures:
+        print(f"FAILED: {failure['configuration']}: {failure['error']}")
     print()
     check(out)
-    return 0
+    return 1 if failures else 0  # a configuration that failed is a failed run; a missed target is --check's
 
 
 def _entry(kind: str, client: str, rows: int, consistency: str, writers: int,

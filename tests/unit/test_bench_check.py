@@ -46,3 +46,11 @@ def test_a_missed_or_missing_target_fails_and_is_named(change, target, capsys):
     failing = [line for line in capsys.readouterr().out.splitlines()
                if "MISSED" in line or "NOT MEASURED" in line]
     assert failing and all(target in line for line in failing[:1])
+
+
+def test_a_failed_configuration_fails_the_check(capsys):
+    results = _all_met()
+    assert mirror.check(results) == 0
+    results["failures"] = [{"configuration": "rebuild 10000000 build", "error": "TaskResultLost"}]
+    assert mirror.check(results) == 1
+    assert "FAILED       rebuild 10000000 build: TaskResultLost" in capsys.readouterr().out
