@@ -67,6 +67,7 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # so that none of them starts last while the other workers sit idle.
 LONGEST_FIRST = (
     "test_faults_concurrency",  # ~400 s
+    "test_schema_changes",  # ~380 s
     "test_faults_random",  # ~320 s
     "test_options",  # ~310 s
     "test_consuming",  # ~300 s
@@ -74,7 +75,6 @@ LONGEST_FIRST = (
     "test_peer_flink",  # ~240 s
     "test_faults_incremental",  # ~220 s
     "test_faults_early",  # ~200 s
-    "test_schema_changes",
     "test_downstream",
     "test_local_cluster",
     "test_adapter_basic",

@@ -243,8 +243,8 @@ class ChangeSetSummary:
     rows: int
     duplicates: int  # rows marked OP_DUPLICATE (a change set built with mark_duplicates)
     non_inserts: int  # updates and deletes
-    largest_key: Optional[str]  # the key of the largest change (key plus images), in bytes
-    largest_size: int
+    largest_key: Optional[str]  # the key of the largest change
+    largest_size: int  # its bytes: key plus images
 
 
 def change_set_summary_sql(changes_relation: str) -> str:
