@@ -542,6 +542,61 @@ def test_merge_needs_a_key():
                    model=ref(materialized="incremental", incremental_strategy="merge")).enabled
 
 
+# --- merge options the logged change set does not honour ------------------------------------
+
+MERGE_MODEL = dict(materialized="incremental", incremental_strategy="merge")
+
+
+@pytest.mark.parametrize("key,value", [
+    ("merge_update_columns", ["amount"]),
+    ("merge_exclude_columns", ["updated_at"]),
+    ("incremental_predicates", ["DBT_INTERNAL_DEST.day >= '2026-01-01'"]),
+    ("predicates", ["DBT_INTERNAL_DEST.day >= '2026-01-01'"]),  # dbt's older spelling
+])
+def test_merge_only_options_are_refused_on_a_logged_merge_model(key, value):
+    message = error_of({"log.system": "kafka", "unique_key": "id", key: value},
+                       model=ref(**MERGE_MODEL))
+    assert "Model 'orders_model': " in message
+    assert f"'{key}'" in message and repr(value) in message
+    assert "not supported on a logged" in message and "log.system = 'kafka'" in message
+    assert "Allowed: leave it unset, or turn the log off for this model" in message
+
+
+@pytest.mark.parametrize("value", [None, [], "", ()])
+@pytest.mark.parametrize("key", ["merge_update_columns", "merge_exclude_columns",
+                                 "incremental_predicates", "predicates"])
+def test_merge_only_options_unset_or_empty_are_accepted(key, value):
+    log = resolve({"log.system": "kafka", "unique_key": "id", key: value},
+                  model=ref(**MERGE_MODEL))
+    assert log.enabled and log.unique_key == ("id",)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("merge_update_columns", ["amount"]),
+    ("merge_exclude_columns", ["updated_at"]),
+    ("incremental_predicates", ["DBT_INTERNAL_DEST.day >= '2026-01-01'"]),
+])
+def test_merge_only_options_are_accepted_on_an_unlogged_model(key, value):
+    for raw in ({}, {"log.system": "none"}, {"log_system": "none"}):
+        log = resolve({**raw, "unique_key": "id", key: value}, model=ref(**MERGE_MODEL))
+        assert not log.enabled
+
+
+@pytest.mark.parametrize("strategy", ["append", "insert_overwrite"])
+def test_merge_only_options_are_accepted_where_dbt_spark_ignores_them(strategy):
+    # dbt-spark applies them only in its MERGE: with other strategies table and log agree
+    log = resolve({"log.system": "kafka", "unique_key": "id",
+                   "merge_update_columns": ["amount"], "incremental_predicates": ["x > 1"]},
+                  model=ref(materialized="incremental", incremental_strategy=strategy))
+    assert log.enabled
+
+
+def test_merge_only_option_refused_with_amoro_spelling_of_the_log():
+    message = error_of({"log-store.enabled": True, "unique_key": "id",
+                        "merge_exclude_columns": ["updated_at"]}, model=ref(**MERGE_MODEL))
+    assert "'merge_exclude_columns'" in message
+
+
 # --- stored table properties ----------------------------------------------------------------
 
 

@@ -26,6 +26,22 @@ EMIT_MODES = ("file,log",)
 KAFKA_CLIENTS = ("kafka-python", "confluent")
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental")
 LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge")
+# dbt's `merge` options that Spark's MERGE applies but the logged change set (changes.py: full
+# rows, scoped by unique_key alone) and the upsert by rewrite do not: with one of them set, the
+# log would record changes the table did not make. `predicates` is dbt's older spelling of
+# `incremental_predicates`. Refused on a logged merge model until the change set honours them.
+MERGE_ONLY_OPTIONS: Dict[str, str] = {
+    "merge_update_columns": "the MERGE updates only the listed columns of a matched row, while "
+                            "the log records the whole new row",
+    "merge_exclude_columns": "the MERGE leaves the excluded columns of a matched row as they "
+                             "were, while the log records the whole new row",
+    "incremental_predicates": "the MERGE matches only the rows its predicates select (a key they "
+                              "leave out gets a second row), while the log matches by unique_key "
+                              "alone and records an update",
+    "predicates": "the MERGE matches only the rows its predicates select (a key they leave out "
+                  "gets a second row), while the log matches by unique_key alone and records "
+                  "an update",
+}
 
 # canonical key -> every other spelling of it (dbt's, Amoro's)
 SPELLINGS: Dict[str, Tuple[str, ...]] = {
@@ -308,6 +324,27 @@ def _timestamp_standard(model: str, raw: Mapping[str, Any]) -> str:
     return value
 
 
+def _is_set(value: Any) -> bool:
+    """Whether a dbt option is actually given: None, '' and an empty list leave it unset."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, (list, tuple, dict, set)):
+        return bool(value)
+    return True
+
+
+def _refuse_merge_only_options(model: str, system: str, raw: Mapping[str, Any]) -> None:
+    for key, reason in MERGE_ONLY_OPTIONS.items():
+        if _is_set(raw.get(key)):
+            raise LogConfigError(
+                f"Model '{model}': config '{key}' = {raw[key]!r} is not supported on a logged "
+                f"incremental_strategy='merge' model (log.system = '{system}'): the log would "
+                f"record changes the MERGE does not make ({reason}). Allowed: leave it unset, "
+                f"or turn the log off for this model (log.system: none).")
+
+
 def _check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
     known = set(SPELLINGS) | {s for spellings in SPELLINGS.values() for s in spellings}
     known |= {AMORO_ENABLED, AMORO_TYPE}
@@ -378,6 +415,8 @@ def resolve_log_config(
         if strategy == "merge" and not unique_key:
             raise LogConfigError(f"Model '{model}': incremental_strategy='merge' needs a "
                                  f"'unique_key' (the key rows are upserted by).")
+        if strategy == "merge":
+            _refuse_merge_only_options(model, system, raw)
 
     emit = str(_lookup(model, raw, "mixed-format.emit.mode")).replace(" ", "").lower()
     if emit not in EMIT_MODES:
