@@ -200,7 +200,7 @@ def fetch_rate() -> float:
               + changes.inserts_sql(changes.ChangeInput("bench.bench_table", columns), ("id",)))
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is used
     started, count = time.perf_counter(), 0
-    for columns in iter_column_batches(handle, "select * from bench.fetch_probe"):
+    for columns in iter_column_batches(handle, "bench.fetch_probe", lambda table: f"select * from {table}"):
         count += len(columns[0])
     return count / (time.perf_counter() - started)
 

@@ -60,22 +60,47 @@ def test_spark_refuses_what_the_reference_refuses():
 
 @pytest.mark.parametrize("expected_rows", [None, 25000, 200_000],
                          ids=["unknown-size-arrow", "small-as-rows", "large-as-arrow"])
-def test_the_row_source_streams_every_batch_intact(expected_rows):
+def test_the_row_source_streams_every_batch_intact(expected_rows, monkeypatch):
+    """A table of several files (as the mirror's change tables are written) crosses whole, in
+    bounded batches, each value once, whichever way it crosses."""
+    from dbt.adapters.logstore import row_source
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is read
-    spark().conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    monkeypatch.setattr(row_source, "ROWS_PER_FILE", 4000)
+    session = spark()
+    session.sql("create database if not exists codec")
+    session.sql("drop table if exists codec.streamed")
+    session.sql(f"create table codec.streamed using parquet {row_source.table_options()} as "
+                "select id, cast(id as string) as k, cast(repeat('x', cast(id % 7 as int)) as binary) as v "
+                "from range(0, 25000, 1, 3)")
+    assert len(session.table("codec.streamed").inputFiles()) >= 7
+    session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
     try:
-        sql = ("select cast(id as string) as k, cast(repeat('x', cast(id % 7 as int)) as binary) as v "
-               "from range(0, 25000, 1, 3)")
-        batches = list(iter_column_batches(handle, sql, batch_size=1000, expected_rows=expected_rows))
+        batches = list(iter_column_batches(handle, "codec.streamed", lambda table: f"select k, v from {table}",
+                                           batch_size=1000, expected_rows=expected_rows))
     finally:
-        spark().conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        session.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        session.sql("drop table codec.streamed")
     assert len(batches) >= 25  # bounded batches, not one result
     assert all(len(keys) <= 1000 for keys, _ in batches)
     got = sorted((int(k), v) for keys, values in batches for k, v in zip(keys, values))
     assert got == [(i, b"x" * (i % 7)) for i in range(25000)]
     assert all(type(v) is bytes for _, values in batches for v in values)  # what clients take
+
+
+def test_an_empty_table_crosses_as_no_batch():
+    from dbt.adapters.spark.session import SessionConnectionWrapper
+
+    handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)
+    session = spark()
+    session.sql("create database if not exists codec")
+    session.sql("drop table if exists codec.empty")
+    session.sql("create table codec.empty using parquet as select 1 as k where false")
+    try:
+        assert list(iter_column_batches(handle, "codec.empty", lambda table: f"select k from {table}")) == []
+    finally:
+        session.sql("drop table codec.empty")
 
 
 def test_a_table_the_mirror_reads_crosses_one_small_file_at_a_time(monkeypatch, tmp_path):

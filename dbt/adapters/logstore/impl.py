@@ -473,7 +473,7 @@ class LogstoreAdapter(SparkAdapter):
                     snapshot = commit_protocol.write_change_set(
                         log, table,
                         lambda attempt: iter_column_batches(
-                            handle, attempt.records_sql(str(changes_relation)), expected_rows=expected),
+                            handle, str(changes_relation), attempt.records_sql, expected_rows=expected),
                         previous, changeset,
                         progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
                     )

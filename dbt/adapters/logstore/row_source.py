@@ -1,16 +1,17 @@
 """Streaming a query's result out of Spark without holding it in the driver.
 
-Session method: a large result crosses as Arrow (a small one as pickled rows, ARROW_FROM).
-Each Spark task packs its Arrow batches (at most
-`spark.sql.execution.arrow.maxRecordsPerBatch` rows, 10,000 by default) into one binary cell
-(`mapInArrow`), and `toLocalIterator` hands the driver one partition of those cells at a time:
-one pickled object carries thousands of rows, and each column reaches Python as one list.
+Session method: a large result crosses as Arrow (a small one as pickled rows, ARROW_FROM), one
+file of the table it reads at a time: each file is its own query and job (`collect`), whose
+Spark task packs its Arrow batches (at most `spark.sql.execution.arrow.maxRecordsPerBatch` rows,
+10,000 by default) into binary cells (`mapInArrow`), so one pickled object carries thousands of
+rows and each column reaches Python as one list. The next file is computed while the driver
+sends the current one: the driver's JVM holds at most two files' results.
 Thrift method: the cursor is read in batches with `fetchmany` (PyHive's rows; no Arrow there).
 
-The driver's JVM holds one partition's result at a time, so a partition must be small whatever
-the table's size: the tables the mirror reads are written in files of at most ROWS_PER_FILE rows
-(`table_options`), and a session result is planned with one partition per file (a 1M-row change
-set read as two 500k-row partitions once ran a 1 GiB driver out of heap).
+The tables the mirror reads are written in files of at most ROWS_PER_FILE rows (`table_options`),
+so a file's result is small whatever the table's size. (`toLocalIterator` over the whole table,
+one partition per file, kept every partition's result alive in the driver's JVM: a 10M-row
+change set ran a 1 GiB driver out of heap after 57 files of 50k rows, as `TaskResultLost`.)
 
 This module is the one place that knows which dbt-spark connection method is in use.
 """
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 BATCH_SIZE = 10_000
 # Results of at least this many rows cross as Arrow. Arrow needs a Python worker in Spark, whose
@@ -126,23 +128,17 @@ def unpack_arrow_batch(packed: bytes) -> Iterator[Any]:
         yield from stream
 
 
-def iter_column_batches(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
+def iter_column_batches(handle: Any, relation: str, render: Callable[[str], str],
+                        batch_size: int = BATCH_SIZE,
                         expected_rows: Optional[int] = None) -> Iterator[Columns]:
-    """Yield the result of `sql` in batches of columns. `handle` is the open dbt-spark
-    connection handle; `expected_rows`, when known, picks the way a session result crosses."""
+    """Yield the result of `render(relation)` (a query over one table) in batches of columns.
+    `handle` is the open dbt-spark connection handle; `expected_rows`, when known, picks the
+    way a session result crosses."""
     spark = active_spark(handle)
     if spark is not None and (expected_rows is None or expected_rows >= ARROW_FROM):
-        # No prefetch: computing the next partition while this one is sent holds two
-        # partitions' results in the driver's JVM (a 1M-row mirror once failed with
-        # TaskResultLost so, on a loaded 2-core machine).
-        with _planned_one_partition_per_file(spark):
-            frame = spark.sql(sql).mapInArrow(pack_arrow_batches, "arrow binary")
-            cells = frame.toLocalIterator(prefetchPartitions=False)  # plans the query
-        for (packed,) in cells:
-            for batch in unpack_arrow_batch(packed):
-                yield [column.to_pylist() for column in batch.columns]
+        yield from _arrow_file_by_file(spark, relation, render)
         return
-    rows = iter_query_rows(handle, sql, batch_size)
+    rows = iter_query_rows(handle, render(relation), batch_size)
     while True:
         batch = list(itertools.islice(rows, batch_size))
         if not batch:
@@ -150,6 +146,34 @@ def iter_column_batches(handle: Any, sql: str, batch_size: int = BATCH_SIZE,
         # pyspark hands binary values out as bytearray; the Kafka clients take bytes
         yield [[bytes(v) if isinstance(v, bytearray) else v for v in column]
                for column in zip(*batch)]
+
+
+def one_file_of(relation: str, file_name: str) -> str:
+    """The rows of `relation` stored in one of its files (a file source table's `_metadata`)."""
+    quoted = file_name.replace("\\", "\\\\").replace("'", "\\'")
+    return f"(select * from {relation} where _metadata.file_name = '{quoted}')"
+
+
+def _arrow_file_by_file(spark: Any, relation: str, render: Callable[[str], str]) -> Iterator[Columns]:
+    files = sorted(path.rsplit("/", 1)[-1] for path in spark.table(relation).inputFiles())
+    if not files:
+        return
+
+    def collect(file_name: str) -> list:
+        query = spark.sql(render(one_file_of(relation, file_name)))
+        return query.mapInArrow(pack_arrow_batches, "arrow binary").collect()
+
+    # one file ahead: Spark computes it (the JVM, py4j waits without the GIL) while this
+    # thread hands the current one to the Kafka client
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="logstore-prefetch") as ahead:
+        pending = ahead.submit(collect, files[0])
+        for following in [*files[1:], None]:
+            cells = pending.result()
+            pending = ahead.submit(collect, following) if following is not None else None
+            for (packed,) in cells:
+                for batch in unpack_arrow_batch(packed):
+                    yield [column.to_pylist() for column in batch.columns]
+            del cells
 
 
 def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iterator[Tuple[Any, ...]]:
