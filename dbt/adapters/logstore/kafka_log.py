@@ -11,7 +11,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka_errors import bridge_kafka_logs, kafka_failure
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
-from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
+from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult
 
 # Throughput over latency: a commit is written in one burst, so batch generously.
 PRODUCER_DEFAULTS: Dict[str, Any] = {
@@ -603,5 +603,3 @@ class ConfluentLogWriter(LogWriter):
             f"{where}: {type(exc).__name__}: {detail}"
         )
 
-
-register(KafkaLogSystem.name, KafkaLogSystem)

@@ -1,6 +1,7 @@
 """The pluggable log-system interface. Kafka is the implementation; others plug in by name."""
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
@@ -69,17 +70,22 @@ class LogSystem(ABC):
 
 
 _REGISTRY: Dict[str, Callable[[], LogSystem]] = {}
+# The built-in log systems, by the module and class that implement them: imported when first
+# asked for (kafka-python stays off the import path of models without a log), by name, so
+# that this interface never imports its implementations back.
+BUILT_IN = {"kafka": "dbt.adapters.logstore.kafka_log:KafkaLogSystem"}
 
 
 def register(name: str, factory: Callable[[], LogSystem]) -> None:
+    """Plug in a log system of another name (or replace one, in tests)."""
     _REGISTRY[name] = factory
 
 
 def get_log_system(name: str) -> LogSystem:
+    if name not in _REGISTRY and name in BUILT_IN:
+        module, attribute = BUILT_IN[name].split(":")
+        register(name, getattr(importlib.import_module(module), attribute))
     if name not in _REGISTRY:
-        # Import for its registration side effect; keeps kafka-python off the import path
-        # of models without a log.
-        from dbt.adapters.logstore import kafka_log  # noqa: F401
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown log system {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+        known = sorted({*_REGISTRY, *BUILT_IN})
+        raise ValueError(f"unknown log system {name!r}; known: {', '.join(known)}")
     return _REGISTRY[name]()
