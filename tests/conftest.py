@@ -61,26 +61,28 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
     }
 
 
-# `make test` spreads test files over three workers (pytest-xdist, -n 3 --dist loadfile
+# `make test` spreads test files over four workers (pytest-xdist, -n 4 --dist loadfile
 # --no-loadscope-reorder), handing each worker the next file in collection order when it
 # finishes one. The longest files go first (seconds of a worker in a full run, `--durations`),
 # so that none of them starts last while the other workers sit idle.
-LONGEST_FIRST = (
-    "test_faults_concurrency",  # ~400 s
-    "test_schema_changes",  # ~380 s
-    "test_faults_random",  # ~320 s
-    "test_options",  # ~310 s
-    "test_consuming",  # ~300 s
-    "test_contract",  # ~270 s
-    "test_peer_flink",  # ~240 s
+LONGEST_FIRST = (  # seconds of a worker on four workers, 2026-11-24
+    "test_schema_changes",  # ~420 s
+    "test_faults_concurrency",  # ~360 s
+    "test_faults_random",  # ~330 s
+    "test_options",  # ~330 s
+    "test_contract",  # ~310 s
+    "test_peer_flink",  # ~300 s
+    "test_consuming",  # ~270 s
     "test_faults_incremental",  # ~220 s
-    "test_faults_early",  # ~200 s
-    "test_downstream",
-    "test_local_cluster",
-    "test_adapter_basic",
-    "test_faults_parallel",
-    "test_faults_late",
+    "test_faults_parallel",  # ~200 s
+    "test_local_cluster",  # ~160 s
+    "test_faults_early",  # ~150 s
+    "test_faults_late",  # ~130 s
     "test_downstream_thrift",
+    "test_downstream",
+    "test_parallel_mirror",
+    "test_adapter_basic",
+    "test_thrift",
 )
 
 

@@ -20,6 +20,20 @@ KEYLESS_ROWS = [(op, None, before, after) for op, _, before, after in ROWS]
 TABLE = TableRef("s'ch\\ema", "orders")
 
 
+@pytest.fixture(autouse=True)
+def generated_code():
+    """Spark's code generation on, as users' Spark runs these queries (the tests' Spark
+    JVMs run without it, tests/spark-conf/spark-defaults.conf)."""
+    session = spark()
+    settings = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "CODEGEN_ONLY"}
+    before = {key: session.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        session.conf.set(key, value)
+    yield
+    for key, value in before.items():
+        session.conf.unset(key) if value is None else session.conf.set(key, value)
+
+
 def _changes_view(rows, name="codec_changes"):
     frame = spark().createDataFrame(rows, ", ".join(f"{c} string" for c in changes.CHANGE_COLUMNS))
     frame.createOrReplaceTempView(name)
