@@ -696,6 +696,12 @@ def test_recover_settles_the_model_then_releases_its_lock():
     assert h.all("adapter.logstore_create") == []  # nothing is built
 
 
+def test_recover_checks_the_catalog_with_the_model_s_partitions():
+    h = Harness("table", existing={"orders": "table"}, partition_by=["day"], **kafka())
+    h.call("logstore_recover", "orders")
+    in_order(h, ("adapter.logstore_check_catalog", {"partition_by": ["day"]}), ("adapter.logstore_lock", {}))
+
+
 def test_recover_refuses_a_model_without_a_log():
     h = Harness("table")
     with pytest.raises(Exception, match="has no log to recover"):

@@ -16,7 +16,8 @@
                                        identifier=node.alias, type='table') -%}
   {#-- a log that goes on keeps the shape its topic holds --#}
   {%- set log_config = adapter.logstore_continue_log(log_config, target) -%}
-  {%- do logstore_begin(log_config, target) -%}
+  {#-- recovery may rename a staged table in: the same catalog check as a run --#}
+  {%- do logstore_begin(log_config, target, node.config.get('partition_by')) -%}
   {%- do adapter.logstore_release_lock() -%}
   {{ log("logstore: " ~ target ~ " and its log " ~ log_config.topic ~ " agree", info=true) }}
 {%- endmacro %}
