@@ -514,7 +514,7 @@ def test_snapshot_property_names():
 def test_carried_properties():
     # a rebuilt table continues the snapshot history, the log's partition count and how far
     # it has read its upstream logs ...
-    from dbt.adapters.logstore.source_changes import SOURCES
+    from dbt.adapters.logstore.names import SOURCES
 
     assert CARRIED == (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS,
                        SOURCES)

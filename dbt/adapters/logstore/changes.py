@@ -1,11 +1,8 @@
 """Change computation: Spark SQL that turns "rows before" and "rows after" a commit into the
 commit's change set, so the diff runs as joins inside Spark and never in the driver.
 
-Every change set has the same four columns:
-  __logstore_op      'c' insert, 'u' update, 'd' delete ('x': see OP_DUPLICATE)
-  __logstore_key     JSON object of the unique_key columns, or NULL for keyless models
-  __logstore_before  JSON image of the old row (NULL for inserts)
-  __logstore_after   JSON image of the new row (NULL for deletes)
+Every change set has the same four columns, OP, KEY, BEFORE and AFTER (names.CHANGE_COLUMNS,
+where what they hold is said).
 
 Rows are compared as typed structs when both sides have the same columns with the same types,
 so JSON is rendered only for the rows that changed (rendering every row of both sides was most
@@ -21,10 +18,11 @@ from typing import List, Optional, Sequence
 from dbt.adapters.logstore.encoding import (
     DEFAULT_IMAGES, JsonImages, json_object_sql, quote_identifier, row_struct_sql,
 )
+from dbt.adapters.logstore.names import (
+    CHANGE_COLUMNS, SCRATCH_KEY as _KEY, SCRATCH_REPEATED as _REPEATED, SCRATCH_ROW as _ROW,
+)
 
-OP, KEY, BEFORE, AFTER = "__logstore_op", "__logstore_key", "__logstore_before", "__logstore_after"
-CHANGE_COLUMNS = (OP, KEY, BEFORE, AFTER)
-_ROW, _KEY, _REPEATED = "__logstore_row", "__logstore_k", "__logstore_repeated"
+OP, KEY, BEFORE, AFTER = CHANGE_COLUMNS
 
 # The op of a new row whose key another new row also has. Such rows exist only in a change set
 # built with mark_duplicates, which the run checks and fails on before its table commit: they

@@ -1,18 +1,19 @@
 """The commit protocol: the order in which a logged model changes its table and its log.
+(Names in capitals are the protocol's names, defined in names.py.)
 
 1. `prepare`: the log is reachable and the topic exists, else fail before anything changes;
    a log that starts now (`log_is_new`) first receives the table's current rows as inserts.
 2. The new rows are staged and the commit's change set is written to a change table
-   `<model>__logstore_changes`, tagged with a change-set id (the dbt invocation id).
-3. The table commit; the table is tagged `logstore.changeset.committed = <id>` in the same step
-   (a rename of the staged table carries it) or right after it (incremental inserts, which
-   first record their intent: the change set and the row counts before and after).
+   `<model>` + CHANGES_SUFFIX, tagged with a change-set id (the dbt invocation id).
+3. The table commit; the table is tagged `COMMITTED = <id>` in the same step (a rename of the
+   staged table carries it) or right after it (incremental inserts, which first record their
+   intent: the change set and the row counts before and after).
 4. The change set is streamed to the log as the table's next snapshot: every record carries
    headers naming table, snapshot, change set and write attempt, and a confirmation record in
-   the control topic `<topic>__logstore_commits` states what the attempt wrote. One Kafka
+   the control topic `<topic>` + CONTROL_TOPIC_SUFFIX states what the attempt wrote. One Kafka
    transaction holds both for `transactional`; an idempotent producer writes them for `eventual`.
-5. The table is tagged `logstore.changeset.mirrored = <id>` with the snapshot id and the log
-   offsets after it, and the change table dropped.
+5. The table is tagged `MIRRORED = <id>` with the snapshot id and the log offsets after it,
+   and the change table dropped.
 
 A change table left behind by a failed run is settled first by the next run (`recovery_action`):
 when the table commit happened and the table is not tagged mirrored, the control topic is asked
@@ -31,34 +32,19 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import changes, faults
-from dbt.adapters.logstore.encoding import (
-    H_TOMBSTONE, TOMBSTONE_AFTER_DELETE, EnvelopeWriter, RecordEncoder, quote_identifier,
-)
+from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, quote_identifier
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, continues_log
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
-
-CHANGESET_ID = "logstore.changeset.id"
-COMMITTED = "logstore.changeset.committed"
-MIRRORED = "logstore.changeset.mirrored"
-TOPIC_PARTITIONS = "logstore.topic.partitions"
-INTENT = "logstore.changeset.intent"
-INTENT_ROWS_BEFORE = "logstore.intent.rows_before"
-INTENT_ROWS_AFTER = "logstore.intent.rows_after"
-SNAPSHOT_ID = "logstore.snapshot.id"
-SNAPSHOT_OFFSETS = "logstore.snapshot.offsets"
-SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"
+from dbt.adapters.logstore.names import (
+    CHANGE_COLUMNS, CHANGESET_ID, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE,
+    H_TOMBSTONE, H_WRITER, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, MIRRORED, SNAPSHOT_ATTEMPT,
+    SNAPSHOT_ID, SNAPSHOT_OFFSETS, SOURCES, TOMBSTONE_AFTER_DELETE, TOPIC_PARTITIONS,
+)
 
 # What a rebuilt table takes over from the table it replaces.
 # How far a downstream table has read its upstream logs (see source_changes.py) is carried too.
-CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS,
-           "logstore.sources")
-
-# Record headers: every record names its table, snapshot, change set and write attempt.
-H_TABLE, H_SNAPSHOT, H_CHANGESET, H_ATTEMPT = (
-    "logstore.table", "logstore.snapshot", "logstore.changeset", "logstore.attempt")
-# Records of a parallel attempt also name their writer (a Spark task attempt).
-H_WRITER = "logstore.writer"
+CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS, SOURCES)
 
 PROGRESS_EVERY = 100_000
 
@@ -239,10 +225,8 @@ class Attempt:
     def records_sql(self, changes_relation: str) -> str:
         """Spark SQL of this attempt's records, rendered from a change table: the columns of
         RecordBatch, so only bytes cross into Python (encoding.RecordEncoder.record_sql)."""
-        column = {name: quote_identifier(name) for name in changes.CHANGE_COLUMNS}
-        op = column[changes.OP]
-        key, value, route = self.encoder().record_sql(
-            op, column[changes.KEY], column[changes.BEFORE], column[changes.AFTER])
+        op, key, before, after = (quote_identifier(name) for name in CHANGE_COLUMNS)
+        key, value, route = self.encoder().record_sql(op, key, before, after)
         return (f"select {key} as key, {value} as value, {route} as route, {op} as op "
                 f"from {changes_relation}")
 
@@ -317,7 +301,7 @@ def write_task_share(attempt: Attempt, task: int, task_attempt: int,
                      batches: Iterable[RecordBatch]) -> Tuple[str, WriteResult]:
     """One Spark task's share of a parallel attempt: its records, written and committed with the
     task's own producer (its own transaction in transactional mode), without a confirmation.
-    Returns the writer name (recorded in the `logstore.writer` header) and what it wrote."""
+    Returns the writer name (recorded in the H_WRITER header) and what it wrote."""
     name = f"task-{task}.{task_attempt}"
     writer = get_log_system(attempt.log.system).open_writer(
         attempt.log, task_writer_id(attempt.table, task))

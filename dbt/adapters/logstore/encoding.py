@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.__version__ import version
+from dbt.adapters.logstore.names import H_TOMBSTONE
 
 OP_INSERT = "c"
 OP_UPDATE = "u"
@@ -36,13 +37,6 @@ TIMESTAMP_SQL, TIMESTAMP_ISO = "SQL", "ISO-8601"
 TIMESTAMP_STANDARDS = (TIMESTAMP_SQL, TIMESTAMP_ISO)
 # The date/time separator of each standard, as Spark's pattern writes it.
 _SEPARATOR = {TIMESTAMP_SQL: " ", TIMESTAMP_ISO: "'T'"}
-
-# A keyed delete in mode `all` is a `d` event followed by a tombstone of its key (Debezium's
-# tombstones.on.delete), only so that a compacted topic can forget the key. The tombstone
-# carries this header; readers that apply `d` events skip it (Flink's debezium-json skips every
-# tombstone), while in upsert mode a tombstone (without it) is the delete itself.
-H_TOMBSTONE = "logstore.tombstone"
-TOMBSTONE_AFTER_DELETE = b"after-delete"
 
 
 def quote_identifier(name: str) -> str:
@@ -213,7 +207,11 @@ class RecordEncoder:
 
     @property
     def tombstone_after_delete(self) -> bool:
-        """Whether a keyed `d` event is followed by a tombstone of its key (H_TOMBSTONE)."""
+        """Whether a keyed `d` event is followed by a tombstone of its key (Debezium's
+        tombstones.on.delete), only so that a compacted topic can forget the key. The tombstone
+        carries the header H_TOMBSTONE; readers that apply `d` events skip it (Flink's
+        debezium-json skips every tombstone), while in upsert mode a tombstone (without it) is
+        the delete itself."""
         return self.keyed and not self.upsert and self.format == "debezium-json"
 
     def value(self, op: str, before: Optional[str], after: Optional[str]) -> Optional[bytes]:

@@ -18,7 +18,7 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
-    changes, commit_protocol, faults, leftovers, parallel_mirror, row_source, run_lock,
+    changes, commit_protocol, faults, leftovers, names, parallel_mirror, row_source, run_lock,
     source_changes,
 )
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
@@ -185,8 +185,8 @@ class LogstoreAdapter(SparkAdapter):
 
     def _remove_directory(self, relation: Any, location: str) -> None:
         """Delete `location` through the metastore, with a scratch table named after `relation`."""
-        gc = f"{relation}{leftovers.GC_SUFFIX}" if "`" not in str(relation) else \
-            str(relation)[:-1] + leftovers.GC_SUFFIX + "`"
+        gc = f"{relation}{names.GC_SUFFIX}" if "`" not in str(relation) else \
+            str(relation)[:-1] + names.GC_SUFFIX + "`"
         for statement in leftovers.removal_sql(gc, location):
             self.execute(statement)
 
@@ -201,7 +201,7 @@ class LogstoreAdapter(SparkAdapter):
         logger.info(f"logstore: removing {scratch}, if present: the uncommitted output of the "
                     f"run that was killed in the table commit of {target_relation}")
         own = target_relation.incorporate(path={
-            "identifier": target_relation.identifier + leftovers.OWN_MARK + "uncommitted"})
+            "identifier": target_relation.identifier + names.UNCOMMITTED_SUFFIX})
         self._remove_directory(own, scratch)
 
     @available.parse_none
@@ -232,7 +232,7 @@ class LogstoreAdapter(SparkAdapter):
             return
         state.owner = state.owner.renewed(lease)
         self.execute(f"alter table {state.lock} set tblproperties "
-                     f"('{run_lock.P_EXPIRES}' = '{state.owner.expires_ms}')")
+                     f"('{names.LOCK_EXPIRES}' = '{state.owner.expires_ms}')")
 
     @available.parse_none
     def logstore_release_lock(self) -> str:
@@ -265,7 +265,7 @@ class LogstoreAdapter(SparkAdapter):
 
     @property
     def _run_states(self) -> Dict[int, ModelRunState]:
-        return self.__dict__.setdefault("_logstore_run_states", {})
+        return self.__dict__.setdefault("_model_run_states", {})
 
     def _run_state(self) -> ModelRunState:
         return self._run_states.setdefault(threading.get_ident(), ModelRunState())
@@ -273,7 +273,7 @@ class LogstoreAdapter(SparkAdapter):
     @staticmethod
     def _lock_relation(target_relation: Any) -> str:
         return str(target_relation.incorporate(
-            path={"identifier": f"{target_relation.identifier}{run_lock.LOCK_SUFFIX}"}))
+            path={"identifier": f"{target_relation.identifier}{names.LOCK_SUFFIX}"}))
 
     def _lock_owner(self, lock: str) -> Optional[run_lock.LockOwner]:
         try:
@@ -518,7 +518,7 @@ class LogstoreAdapter(SparkAdapter):
         changes_props = self._table_properties(changes_relation)
         table_props = self._table_properties(target_relation) if target_relation else {}
         row_count = None
-        if table_props.get(commit_protocol.INTENT) == changes_props.get(commit_protocol.CHANGESET_ID):
+        if table_props.get(names.INTENT) == changes_props.get(names.CHANGESET_ID):
             # the run died in its table commit: what it had not committed must never surface
             self._remove_uncommitted_output(target_relation)
             if not log_starts:
@@ -526,20 +526,20 @@ class LogstoreAdapter(SparkAdapter):
         if log_starts:
             return None
         if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":
-            return changes_props[commit_protocol.CHANGESET_ID]
+            return changes_props[names.CHANGESET_ID]
         return None
 
     @available.parse_none
     def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any:
         """The staged table a failed run had tagged and was renaming into the place of the old
         table it had just dropped, if any: its rows are committed and must be put in place."""
-        changeset = self._table_properties(changes_relation).get(commit_protocol.CHANGESET_ID)
-        for suffix in ("new", "merged", "upserts"):
+        changeset = self._table_properties(changes_relation).get(names.CHANGESET_ID)
+        for suffix in names.STAGED_SUFFIXES.values():
             staged = self.get_relation(
                 target_relation.database, target_relation.schema,
-                f"{target_relation.identifier}__logstore_{suffix}")
+                f"{target_relation.identifier}{suffix}")
             if staged is not None and changeset and \
-                    self._table_properties(staged).get(commit_protocol.COMMITTED) == changeset:
+                    self._table_properties(staged).get(names.COMMITTED) == changeset:
                 return staged
         return None
 
@@ -563,11 +563,11 @@ class LogstoreAdapter(SparkAdapter):
             replaced = self.logstore_row_count(scoped.relation)
         else:
             replaced = before
-        intent = {commit_protocol.INTENT_ROWS_BEFORE: str(before),
-                  commit_protocol.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
+        intent = {names.INTENT_ROWS_BEFORE: str(before),
+                  names.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
         sources = self._run_state().sources
         if sources:
-            intent[source_changes.SOURCES_INTENT] = sources
+            intent[names.SOURCES_INTENT] = sources
         return intent
 
     @available.parse_none
@@ -583,12 +583,12 @@ class LogstoreAdapter(SparkAdapter):
             props.update({k: v for k, v in old.items() if k in commit_protocol.CARRIED})
         props.update(log.table_properties())
         if changeset_id:
-            props[commit_protocol.COMMITTED] = changeset_id
+            props[names.COMMITTED] = changeset_id
             sources = self._run_state().sources
             if sources and record_sources:  # how far upstream logs were read: commits with it
-                props[source_changes.SOURCES] = sources
+                props[names.SOURCES] = sources
         if topic_partitions:
-            props[commit_protocol.TOPIC_PARTITIONS] = str(topic_partitions)
+            props[names.TOPIC_PARTITIONS] = str(topic_partitions)
         return props
 
     # --- downstream models reading upstream changes -------------------------------------
@@ -623,7 +623,7 @@ class LogstoreAdapter(SparkAdapter):
         existing = self.get_relation(this_relation.database, this_relation.schema, this_relation.identifier)
         if existing is not None and existing.is_table and not full_refresh:
             this_props = self._table_properties(existing)
-        sources = source_changes.parse_sources(this_props.get(source_changes.SOURCES))
+        sources = source_changes.parse_sources(this_props.get(names.SOURCES))
         reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
                                  upstream_id, **consumer_config(upstream_log))
         upstream_props = self._table_properties(upstream_relation)
@@ -635,9 +635,8 @@ class LogstoreAdapter(SparkAdapter):
                                                  upstream_snapshot)
         except (ReaderError, commit_protocol.UnloggedCommit) as exc:
             raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
-        raw = this_relation.incorporate(path={
-            "identifier": f"{this_relation.identifier}__logstore_src_{upstream_relation.identifier}"},
-            type="table")
+        raw_name = f"{this_relation.identifier}{names.SOURCE_RAW_INFIX}{upstream_relation.identifier}"
+        raw = this_relation.incorporate(path={"identifier": raw_name}, type="table")
         self.execute(f"drop table if exists {raw}")
         self.logstore_create(raw, source_changes.raw_table_ddl(str(raw)))
         self._run_state().landed.append(str(raw))
@@ -646,13 +645,13 @@ class LogstoreAdapter(SparkAdapter):
             self.execute(source_changes.hybrid_rows_sql(
                 str(raw), str(upstream_relation), [c.name for c in columns], upstream_log.unique_key,
                 plan.to_snapshot, upstream_log.images))
-            now = self._table_properties(upstream_relation).get(commit_protocol.SNAPSHOT_ID)
+            now = self._table_properties(upstream_relation).get(names.SNAPSHOT_ID)
             if int(now or 0) != plan.to_snapshot:
                 raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
                                       f"committed while it was read; run again.")
         elif plan.ranges:
             self._land_ranges(plan, str(raw), upstream_log)
-        view = f"{this_relation.identifier}__logstore_changes_{upstream_relation.identifier}"
+        view = f"{this_relation.identifier}{names.SOURCE_VIEW_INFIX}{upstream_relation.identifier}"
         self.execute(source_changes.changes_view_sql(
             view, str(raw), [(c.name, c.dtype) for c in columns], upstream_log.unique_key, normalize,
             upstream_log.images))
@@ -686,29 +685,30 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_has_op_column(self, relation: Any) -> bool:
-        """Whether a model's rows carry `_logstore_op` (from logstore_changes): then a merge
-        deletes the keys whose op is 'd' and upserts the rest."""
-        return source_changes.OP_COLUMN in self._column_names(relation)
+        """Whether a model's rows carry names.VIEW_OP_COLUMN (from logstore_changes): then a
+        merge deletes the keys whose op is 'd' and upserts the rest."""
+        return names.VIEW_OP_COLUMN in self._column_names(relation)
 
     @available.parse_none
     def logstore_upserts_sql(self, relation: Any) -> str:
-        """The rows of `relation` to keep (op other than 'd'), without the _logstore_ columns."""
-        cols = [c for c in self._column_names(relation) if not c.startswith(source_changes.CONTROL_PREFIX)]
-        names = ", ".join(f"`{c}`" for c in cols)
-        return f"select {names} from {relation} where {source_changes.OP_COLUMN} <> 'd'"
+        """The rows of `relation` to keep (op other than 'd'), without the columns under
+        names.VIEW_COLUMN_PREFIX."""
+        cols = [c for c in self._column_names(relation) if not c.startswith(names.VIEW_COLUMN_PREFIX)]
+        kept = ", ".join(f"`{c}`" for c in cols)
+        return f"select {kept} from {relation} where {names.VIEW_OP_COLUMN} <> 'd'"
 
     @available.parse_none
     def logstore_settle_sources(self, relation: Any, changeset: str) -> None:
         """Recovery of an incremental commit judged committed by its intent: the upstream
         position it recorded as intended becomes the table's."""
         props = self._table_properties(relation)
-        intended = props.get(source_changes.SOURCES_INTENT)
-        if intended and props.get(commit_protocol.INTENT) == changeset \
-                and props.get(commit_protocol.COMMITTED) != changeset:
+        intended = props.get(names.SOURCES_INTENT)
+        if intended and props.get(names.INTENT) == changeset \
+                and props.get(names.COMMITTED) != changeset:
             from dbt.adapters.logstore.encoding import sql_string
 
             self.execute(f"alter table {relation} set tblproperties "
-                         f"({sql_string(source_changes.SOURCES)} = {sql_string(intended)})")
+                         f"({sql_string(names.SOURCES)} = {sql_string(intended)})")
 
     # --- dbt debug -----------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ from typing import Deque, Iterable, List, Optional
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.logstore.names import CONTROL_TOPIC_SUFFIX, TRANSACTIONAL_ID_PREFIX
+
 _dbt_logger = AdapterLogger("logstore.kafka")
 
 
@@ -103,15 +105,15 @@ def cause_of(exc: BaseException, log_lines: Iterable[str] = ()) -> Cause:
     if "topicauthorizationfailed" in lowered:
         return Cause("not authorized: the broker refused this principal access to the topic",
                      "the ACLs of the principal in kafka_properties on the topic and its "
-                     "__logstore_commits topic (describe, create, read, write)")
+                     f"{CONTROL_TOPIC_SUFFIX} topic (describe, create, read, write)")
     if "transactionalidauthorizationfailed" in lowered:
         return Cause("not authorized: the broker refused this principal its transactional id",
-                     "the ACLs on transactional ids 'dbt-logstore.*' (write, describe)")
+                     f"the ACLs on transactional ids '{TRANSACTIONAL_ID_PREFIX}*' (write, describe)")
     if "clusterauthorizationfailed" in lowered:  # CreateTopics, when topics are the operators'
         return Cause("not authorized: the broker refused this principal an operation on the "
                      "cluster (creating topics needs it)",
                      "the ACLs of the principal in kafka_properties on the cluster (create), or "
-                     "create the topic and its __logstore_commits topic beforehand")
+                     f"create the topic and its {CONTROL_TOPIC_SUFFIX} topic beforehand")
     if "authorizationfailed" in lowered:
         return Cause("not authorized: the broker refused the request", "the principal's ACLs")
     # A broker may refuse CreateTopics on its own grounds (a create.topic.policy, creation kept
@@ -120,12 +122,12 @@ def cause_of(exc: BaseException, log_lines: Iterable[str] = ()) -> Cause:
     if "invalidreplicationfactor" in lowered:
         return Cause("the topic does not exist and could not be created: the cluster has fewer "
                      "brokers than the replication asked for",
-                     "log.system.replication, or create kafka.topic and its __logstore_commits "
+                     f"log.system.replication, or create kafka.topic and its {CONTROL_TOPIC_SUFFIX} "
                      "topic yourself")
     if any(refusal in lowered for refusal in _CREATE_REFUSALS):
         return Cause("the topic does not exist and could not be created: the broker refused to "
                      "create it",
-                     "kafka.topic: create it and its __logstore_commits topic, or allow their "
+                     f"kafka.topic: create it and its {CONTROL_TOPIC_SUFFIX} topic, or allow their "
                      "creation on the broker")
     # A producer that never finds its topic (deleted, or never created, with auto-creation off)
     # only times out; kafka-python's log says the topic was missing from every answer.

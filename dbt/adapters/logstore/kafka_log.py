@@ -12,6 +12,7 @@ from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka_errors import bridge_kafka_logs, kafka_failure
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult
+from dbt.adapters.logstore.names import TRANSACTIONAL_ID_PREFIX
 
 # Throughput over latency: a commit is written in one burst, so batch generously.
 PRODUCER_DEFAULTS: Dict[str, Any] = {
@@ -243,7 +244,7 @@ class KafkaLogSystem(LogSystem):
                 # The writers of a parallel mirror (Spark tasks) are fenced too.
                 for writer_id in [table_id] + [f"{table_id}.task-{i}" for i in range(log.parallelism)
                                                if log.parallelism > 1]:
-                    fence = KafkaProducer(transactional_id=f"dbt-logstore.{writer_id}",
+                    fence = KafkaProducer(transactional_id=f"{TRANSACTIONAL_ID_PREFIX}{writer_id}",
                                           **client_config(log, PRODUCER_DEFAULTS))
                     try:
                         fence.init_transactions()
@@ -299,7 +300,7 @@ class KafkaLogWriter(LogWriter):
         config = client_config(log, PRODUCER_DEFAULTS)
         config["enable_idempotence"] = True
         if log.transactional:
-            config["transactional_id"] = f"dbt-logstore.{writer_id}"
+            config["transactional_id"] = f"{TRANSACTIONAL_ID_PREFIX}{writer_id}"
         self._producer = None
         try:
             self._producer = KafkaProducer(**config)
@@ -472,7 +473,7 @@ class ConfluentLogWriter(LogWriter):
         config = confluent_config(log)
         config["enable.idempotence"] = True
         if log.transactional:
-            config["transactional.id"] = f"dbt-logstore.{writer_id}"
+            config["transactional.id"] = f"{TRANSACTIONAL_ID_PREFIX}{writer_id}"
         try:
             self._producer = Producer(config)
         except KafkaException as exc:

@@ -7,8 +7,9 @@ So the adapter creates its relations (staged rows, change sets, merged rows, lan
 changes, the run lock) through `create_or_clear` in impl.py: on that error it removes the
 directory and creates the relation again.
 
-Only what is certainly ours is removed: the relation's name carries OWN_MARK, the error is
-LOCATION_ALREADY_EXISTS for that very name, and the directory Spark names ends in that name.
+Only what is certainly ours is removed: the relation's name carries names.RELATION_MARK, the
+error is LOCATION_ALREADY_EXISTS for that very name, and the directory Spark names ends in that
+name.
 
 A killed INSERT leaves something else: the output its finished tasks committed to the table's
 `_temporary` directory (Hadoop's FileOutputCommitter, algorithm 1), which no reader sees. But
@@ -28,9 +29,8 @@ import re
 from typing import List, Optional
 
 from dbt.adapters.logstore.encoding import sql_string
+from dbt.adapters.logstore.names import RELATION_MARK
 
-OWN_MARK = "__logstore_"
-GC_SUFFIX = "__gc"
 _LOCATION = re.compile(r"LOCATION_ALREADY_EXISTS.*?location '([^']+)'", re.S)
 
 
@@ -38,7 +38,7 @@ def orphan_location(error_text: str, identifier: str) -> Optional[str]:
     """The leftover directory of our relation `identifier` that `error_text` (a failed CREATE)
     names, or None when the error is anything else or the directory is not certainly ours."""
     match = _LOCATION.search(error_text)
-    if match is None or OWN_MARK not in identifier:
+    if match is None or RELATION_MARK not in identifier:
         return None
     location = match.group(1)
     if location.rstrip("/").rsplit("/", 1)[-1].lower() != identifier.lower():

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from dbt_common.exceptions import DbtConfigError
 
 from dbt.adapters.logstore.encoding import TIMESTAMP_ISO, TIMESTAMP_SQL, TIMESTAMP_STANDARDS, JsonImages
+from dbt.adapters.logstore.names import CONTROL_TOPIC_SUFFIX
 
 LOG_SYSTEMS = ("none", "kafka")
 CONSISTENCIES = ("transactional", "eventual")
@@ -89,9 +90,6 @@ OWN_PREFIXES = ("log.", "log_", "log-store.", "mixed-format.", "mixed_format_")
 
 # Kafka's legal topic names (see kafka.common.internals.Topic).
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-
-
-CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 
 
 def control_topic_for(topic: str) -> str:

@@ -26,9 +26,8 @@ from decimal import Decimal
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.encoding import is_tombstone_after_delete
+from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
 
-H_TABLE, H_SNAPSHOT, H_ATTEMPT, H_WRITER = (
-    "logstore.table", "logstore.snapshot", "logstore.attempt", "logstore.writer")
 Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
 ENVELOPE_FIELDS = {"before", "after", "op", "ts_ms", "source"}
 START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full")
@@ -61,7 +60,7 @@ class Confirmation:
     end_offsets: Dict[int, int]
     ts_ms: int
     records: int = 0
-    # a parallel attempt: per writer (`logstore.writer` header), its own ranges
+    # a parallel attempt: per writer (its H_WRITER header), its own ranges
     writers: Optional[Dict[str, Dict[int, Tuple[int, int]]]] = None
 
     @classmethod

@@ -1,5 +1,5 @@
-"""One run at a time per logged model: a lock table `<model>__logstore_lock` in the metastore,
-held as a lease.
+"""One run at a time per logged model: a lock table `<model>` + names.LOCK_SUFFIX in the
+metastore, held as a lease.
 
 Two runs of one model at once would diff against the same old rows and interleave their
 change sets in the log. Creating a table is atomic in the metastore (a second CREATE TABLE of
@@ -23,12 +23,10 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
-LOCK_SUFFIX = "__logstore_lock"
-P_INVOCATION, P_HOST, P_PID, P_STARTED, P_SINCE = (
-    "logstore.lock.invocation", "logstore.lock.host", "logstore.lock.pid",
-    "logstore.lock.process_started", "logstore.lock.since")
-# (not "token": Spark redacts the values of properties whose names say token or secret)
-P_TOKEN, P_EXPIRES = "logstore.lock.lease_id", "logstore.lock.expires_ms"
+from dbt.adapters.logstore.names import (
+    LOCK_EXPIRES, LOCK_HOST, LOCK_INVOCATION, LOCK_PID, LOCK_SINCE, LOCK_STARTED, LOCK_TOKEN,
+)
+
 # How long a lease lasts without renewal (profile field lock_lease_seconds).
 DEFAULT_LEASE_SECONDS = 600
 
@@ -73,15 +71,15 @@ class LockOwner:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "LockOwner":
-        return cls(invocation=props.get(P_INVOCATION, "?"), host=props.get(P_HOST, "?"),
-                   pid=int(props.get(P_PID) or 0), process_started=props.get(P_STARTED) or None,
-                   since=props.get(P_SINCE, "?"), token=props.get(P_TOKEN, ""),
-                   expires_ms=int(props.get(P_EXPIRES) or 0))
+        return cls(invocation=props.get(LOCK_INVOCATION, "?"), host=props.get(LOCK_HOST, "?"),
+                   pid=int(props.get(LOCK_PID) or 0), process_started=props.get(LOCK_STARTED) or None,
+                   since=props.get(LOCK_SINCE, "?"), token=props.get(LOCK_TOKEN, ""),
+                   expires_ms=int(props.get(LOCK_EXPIRES) or 0))
 
     def properties(self) -> dict:
-        return {P_INVOCATION: self.invocation, P_HOST: self.host, P_PID: str(self.pid),
-                P_STARTED: self.process_started or "", P_SINCE: self.since,
-                P_TOKEN: self.token, P_EXPIRES: str(self.expires_ms)}
+        return {LOCK_INVOCATION: self.invocation, LOCK_HOST: self.host, LOCK_PID: str(self.pid),
+                LOCK_STARTED: self.process_started or "", LOCK_SINCE: self.since,
+                LOCK_TOKEN: self.token, LOCK_EXPIRES: str(self.expires_ms)}
 
     def renewed(self, lease_seconds: float) -> "LockOwner":
         return replace(self, expires_ms=_expiry(lease_seconds))

@@ -2,17 +2,17 @@
 
 The range read is (the upstream snapshot the downstream table recorded, the upstream's latest
 confirmed snapshot]: with the downstream table the adapter keeps, per upstream table, the
-snapshot and log offsets it has consumed (`logstore.sources`), written in the same step as the
+snapshot and log offsets it has consumed (names.SOURCES), written in the same step as the
 downstream commit. So a chain of models processes each upstream change once, and a failed
 downstream run (which records nothing) reads the same range again. A downstream table without
 a recorded position starts from the upstream table itself, as of its current snapshot (the
 hybrid read: rows as op 'r', then the log from that snapshot's offsets).
 
-The changes land in a table `<model>__logstore_source_<n>` as JSON images (with the Spark
-session: written by Spark tasks, one per Kafka partition, each reading its offset range with
-kafka-python; with thrift: read by dbt and inserted in batches), and a temporary view parses
-them into the upstream's columns plus `_logstore_op` ('r', 'c', 'u', 'd') and
-`_logstore_snapshot`. Deletes carry the old row, everything else the new row.
+The changes land in a table `<model>` + names.SOURCE_RAW_INFIX + `<upstream>` as JSON images
+(with the Spark session: written by Spark tasks, one per Kafka partition, each reading its
+offset range with kafka-python; with thrift: read by dbt and inserted in batches), and a
+temporary view parses them into the upstream's columns plus names.VIEW_OP_COLUMN ('r', 'c', 'u',
+'d') and names.VIEW_SNAPSHOT_COLUMN. Deletes carry the old row, everything else the new row.
 """
 from __future__ import annotations
 
@@ -23,11 +23,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from dbt.adapters.logstore.encoding import (
     DEFAULT_IMAGES, JsonImages, is_tombstone_after_delete, quote_identifier, sql_string,
 )
-
-SOURCES = "logstore.sources"
-SOURCES_INTENT = "logstore.sources.intent"
-OP_COLUMN, SNAPSHOT_COLUMN = "_logstore_op", "_logstore_snapshot"
-CONTROL_PREFIX = "_logstore_"
+from dbt.adapters.logstore.names import (
+    H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER, SCRATCH_RANK, VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN,
+)
 
 
 @dataclass(frozen=True)
@@ -118,12 +116,12 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
                 if msg.offset >= end:
                     break
                 headers = {k: v.decode() for k, v in (msg.headers or [])}
-                if headers.get("logstore.table") != table or is_tombstone_after_delete(msg.headers):
+                if headers.get(H_TABLE) != table or is_tombstone_after_delete(msg.headers):
                     continue  # another table's, or a repeat of the delete before it
-                writer = (headers.get("logstore.attempt", ""), headers.get("logstore.writer"))
+                writer = (headers.get(H_ATTEMPT, ""), headers.get(H_WRITER))
                 first, last = attempts.get(writer, {}).get(partition, (1, 0))
                 if first <= msg.offset <= last:
-                    yield _raw_row(msg, int(headers.get("logstore.snapshot") or 0))
+                    yield _raw_row(msg, int(headers.get(H_SNAPSHOT) or 0))
     finally:
         consumer.close()
 
@@ -201,16 +199,16 @@ def changes_view_sql(view: str, raw_relation: str, columns: Sequence[Tuple[str, 
              f"else {parse('value', envelope)}.after end) "
              f"when 'b' then {parse('value', row)} else {parse('key', row)} end")
     cols = ", ".join(f"img.{quote_identifier(name)}" for name, _ in columns)
-    body = (f"select {cols}, op as {OP_COLUMN}, snapshot as {SNAPSHOT_COLUMN}, part, off "
+    body = (f"select {cols}, op as {VIEW_OP_COLUMN}, snapshot as {VIEW_SNAPSHOT_COLUMN}, part, off "
             f"from (select op, snapshot, part, off, {image} as img from {raw_relation})")
     if normalize and unique_key:
         keys = ", ".join(quote_identifier(k) for k in unique_key)
         body = (f"select * from (select *, row_number() over (partition by {keys} order by "
-                f"{SNAPSHOT_COLUMN} desc, part desc, off desc) as __logstore_rank from ({body})) "
-                f"where __logstore_rank = 1")
+                f"{VIEW_SNAPSHOT_COLUMN} desc, part desc, off desc) as {SCRATCH_RANK} "
+                f"from ({body})) where {SCRATCH_RANK} = 1")
     names = ", ".join(quote_identifier(n) for n, _ in columns)
     return (f"create or replace temporary view {view} as "
-            f"select {names}, {OP_COLUMN}, {SNAPSHOT_COLUMN} from ({body})")
+            f"select {names}, {VIEW_OP_COLUMN}, {VIEW_SNAPSHOT_COLUMN} from ({body})")
 
 
 def hybrid_rows_sql(raw_relation: str, upstream_relation: str, columns: Sequence[str],

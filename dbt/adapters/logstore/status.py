@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
-from dbt.adapters.logstore import commit_protocol
+from dbt.adapters.logstore import commit_protocol, names
 from dbt.adapters.logstore.kafka_log import consumer_config
 from dbt.adapters.logstore.project import DbtProject, LoggedModel
 from dbt.adapters.logstore.reader import ChangelogReader, Replica
@@ -62,12 +62,12 @@ def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) 
         status.problems.append(f"the table logs to '{props.get('kafka.topic')}', the model's "
                                f"config to '{log.topic}' (its next run starts the new log)")
         return status
-    changes = f"{model.relation}__logstore_changes"
+    changes = f"{model.relation}{names.CHANGES_SUFFIX}"
     if project.relation_exists(changes):
         status.problems.append(f"a failed run left its change set in {changes}; the next run or "
                                f"dbt run-operation logstore_recover settles it")
-    if props.get(commit_protocol.COMMITTED) != props.get(commit_protocol.MIRRORED):
-        status.problems.append(f"change set {props.get(commit_protocol.COMMITTED)} is committed "
+    if props.get(names.COMMITTED) != props.get(names.MIRRORED):
+        status.problems.append(f"change set {props.get(names.COMMITTED)} is committed "
                                f"to the table but not recorded as in the log")
     if snapshot.id != (status.log_snapshot or 0):
         status.problems.append(f"the table is at snapshot {snapshot.id}, the log's last "

@@ -1,0 +1,87 @@
+"""The one home of the names of the log protocol: topics, transactional ids, record headers,
+table properties, relations and columns (docs/log-format.md says what each means).
+
+They are on the wire and in users' metastores, so a value never changes: existing topics and
+tables must stay readable. Every module and macro takes them from here (the macros through
+adapter.logstore_names and adapter.logstore_relation); tests/unit/test_names.py fails on a copy
+elsewhere. A leaf: imports nothing from the package.
+"""
+
+# Topics: a log topic's control topic is its name plus this suffix (log_config.control_topic_for;
+# kafka_log creates and writes it, reader and source_changes read it).
+CONTROL_TOPIC_SUFFIX = "__logstore_commits"
+
+# Kafka transactional ids: this prefix plus the writer id (kafka_log); the broker fences an
+# earlier writer of the same id, so a new version must keep it.
+TRANSACTIONAL_ID_PREFIX = "dbt-logstore."
+
+# Record headers: commit_protocol.Attempt writes them, reader and source_changes read them.
+H_TABLE = "logstore.table"
+H_SNAPSHOT = "logstore.snapshot"
+H_CHANGESET = "logstore.changeset"
+H_ATTEMPT = "logstore.attempt"
+H_WRITER = "logstore.writer"  # only on the records of a parallel attempt
+# The tombstone after a keyed delete carries this header and value (commit_protocol writes it,
+# encoding.is_tombstone_after_delete reads it).
+H_TOMBSTONE = "logstore.tombstone"
+TOMBSTONE_AFTER_DELETE = b"after-delete"
+
+# Table properties of a logged table: impl and the macros write them, commit_protocol, impl and
+# status read them (recovery and readers depend on them).
+CHANGESET_ID = "logstore.changeset.id"  # on the change table
+COMMITTED = "logstore.changeset.committed"
+MIRRORED = "logstore.changeset.mirrored"
+TOPIC_PARTITIONS = "logstore.topic.partitions"
+INTENT = "logstore.changeset.intent"
+INTENT_ROWS_BEFORE = "logstore.intent.rows_before"
+INTENT_ROWS_AFTER = "logstore.intent.rows_after"
+SNAPSHOT_ID = "logstore.snapshot.id"
+SNAPSHOT_OFFSETS = "logstore.snapshot.offsets"
+SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"
+# How far a downstream table has read its upstream logs (source_changes; impl writes them).
+SOURCES = "logstore.sources"
+SOURCES_INTENT = "logstore.sources.intent"
+
+# Properties of the run lock table: run_lock writes and reads them, impl renews the lease.
+LOCK_INVOCATION = "logstore.lock.invocation"
+LOCK_HOST = "logstore.lock.host"
+LOCK_PID = "logstore.lock.pid"
+LOCK_STARTED = "logstore.lock.process_started"
+LOCK_SINCE = "logstore.lock.since"
+# (not "token": Spark redacts the values of properties whose names say token or secret)
+LOCK_TOKEN = "logstore.lock.lease_id"
+LOCK_EXPIRES = "logstore.lock.expires_ms"
+
+# Relations of a model, `<model><suffix>` in its schema: impl and the macros create and drop
+# them; leftovers takes a relation for ours only when its name carries RELATION_MARK.
+RELATION_MARK = "__logstore_"
+CHANGES_SUFFIX = "__logstore_changes"  # a commit's change set
+LOCK_SUFFIX = "__logstore_lock"  # the run lock (run_lock)
+# Staged rows a commit renames into the model's place, by the macros' name for them.
+STAGED_SUFFIXES = {"new": "__logstore_new", "merged": "__logstore_merged",
+                   "upserts": "__logstore_upserts"}
+UNCOMMITTED_SUFFIX = "__logstore_uncommitted"  # a killed insert's output, removed by recovery
+GC_SUFFIX = "__gc"  # after a leftover's name: a table pointed at its directory to drop it
+# `<model>` + these + `<upstream>`: the upstream's changes landed for a downstream model, and the
+# temporary view over them (impl.logstore_source_changes).
+SOURCE_RAW_INFIX = "__logstore_src_"
+SOURCE_VIEW_INFIX = "__logstore_changes_"
+
+# Columns of a change table (changes writes them, commit_protocol.Attempt.records_sql reads them):
+# op 'c' insert, 'u' update, 'd' delete ('x': changes.OP_DUPLICATE); key, the JSON object of
+# the unique_key columns or NULL for keyless models; before / after, the JSON image of the old
+# row (NULL for inserts) / the new row (NULL for deletes).
+CHANGE_COLUMNS = ("__logstore_op", "__logstore_key", "__logstore_before", "__logstore_after")
+# Scratch columns of the adapter's SQL (changes, source_changes), never stored: under the mark,
+# so that no model column clashes with them.
+SCRATCH_ROW = "__logstore_row"
+SCRATCH_KEY = "__logstore_k"
+SCRATCH_REPEATED = "__logstore_repeated"
+SCRATCH_RANK = "__logstore_rank"
+
+# Columns a downstream model reads from logstore_changes(ref(...)) (source_changes writes them,
+# users' models and impl.logstore_upserts_sql read them): the op ('r', 'c', 'u', 'd') and the
+# upstream snapshot; columns under the prefix are dropped from the rows a model keeps.
+VIEW_OP_COLUMN = "_logstore_op"
+VIEW_SNAPSHOT_COLUMN = "_logstore_snapshot"
+VIEW_COLUMN_PREFIX = "_logstore_"
