@@ -38,7 +38,7 @@ from dbt.adapters.spark.column import SparkColumn
 from dbt.adapters.spark.relation import SparkRelation
 from dbt_common.clients import jinja as dbt_jinja
 from dbt_common.clients.jinja import BaseMacroGenerator
-from dbt_common.exceptions import CompilationError, MacroReturn
+from dbt_common.exceptions import CompilationError, DbtRuntimeError, MacroReturn
 
 import dbt.include.global_project
 import dbt.include.spark
@@ -184,6 +184,13 @@ class FakeAdapter:
 
     def get_columns_in_relation(self, relation):
         return list(self.COLUMNS)
+
+    # logstore's: the protocol's names, impl's own (lookups, not steps: not recorded)
+    def logstore_names(self):
+        return LogstoreAdapter.logstore_names(self)
+
+    def logstore_relation(self, target_relation, kind):
+        return LogstoreAdapter.logstore_relation(self, target_relation, kind)
 
     # logstore's: config and the steps before the commit
     @recorded
@@ -436,6 +443,15 @@ def test_every_adapter_method_the_macros_call_exists():
               for m in re.findall(r"\badapter\.(\w+)", path.read_text())}
     assert {"logstore_mirror", "logstore_create", "rename_relation"} <= called
     assert sorted(m for m in called if not hasattr(LogstoreAdapter, m)) == []
+
+
+def test_the_adapter_names_the_models_own_relations_and_refuses_an_unknown_kind():
+    # in a macro, an unknown key of a names dict would render '' and name the model's table
+    kinds = {kind: str(LogstoreAdapter.logstore_relation(None, relation("orders"), kind))
+             for kind in ("changes", "new", "merged", "upserts")}
+    assert kinds == {"changes": CHANGES, "new": STAGING, "merged": MERGED, "upserts": UPSERTS}
+    with pytest.raises(DbtRuntimeError, match="no relation of kind 'lock'"):
+        LogstoreAdapter.logstore_relation(None, relation("orders"), "lock")
 
 
 # --- table --------------------------------------------------------------------------------

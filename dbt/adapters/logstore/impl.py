@@ -112,6 +112,24 @@ class LogstoreAdapter(SparkAdapter):
             profile_client=getattr(creds, "kafka_client", None),
         )
 
+    # --- the protocol's names the macros write (names.py) --------------------------------
+
+    @available
+    def logstore_names(self) -> Dict[str, str]:
+        """The table properties the macros set themselves: `adapter.logstore_names().intent`."""
+        return {"changeset_id": names.CHANGESET_ID, "intent": names.INTENT}
+
+    @available
+    def logstore_relation(self, target_relation: Any, kind: str) -> Any:
+        """The model's own relation `kind`: 'changes', or a staged one (names.STAGED_SUFFIXES).
+        An unknown kind fails here: looked up in a macro it would render as '' (dbt's Jinja
+        forgives unknown keys) and name the model's own table."""
+        suffix = names.CHANGES_SUFFIX if kind == "changes" else names.STAGED_SUFFIXES.get(kind)
+        if suffix is None:
+            raise DbtRuntimeError(f"no relation of kind {kind!r}")
+        return target_relation.incorporate(
+            path={"identifier": f"{target_relation.identifier}{suffix}"}, type="table")
+
     def set_macro_resolver(self, macro_resolver: Any) -> None:
         """dbt hands over the loaded manifest here after every parse (full or partial), before
         anything runs: the log options of every node are checked at once, so `dbt parse`,

@@ -1,9 +1,10 @@
 {#-- Steps of the commit protocol shared by the logged materializations
      (see dbt/adapters/logstore/commit_protocol.py for the order and why). --#}
 
-{% macro logstore_relation(target_relation, suffix) -%}
-  {{ return(target_relation.incorporate(
-       path={"identifier": target_relation.identifier ~ '__logstore_' ~ suffix}, type='table')) }}
+{#-- The protocol's names (dbt/adapters/logstore/names.py) come from the adapter:
+     logstore_relation for the model's own relations, logstore_names for properties. --#}
+{% macro logstore_relation(target_relation, kind) -%}
+  {{ return(adapter.logstore_relation(target_relation, kind)) }}
 {%- endmacro %}
 
 
@@ -92,7 +93,7 @@
   {%- endif -%}
   {%- set create_changes -%}
     create table {{ changes_relation }} using parquet {{ adapter.logstore_readable_table_options() }}
-    tblproperties ('logstore.changeset.id' = '{{ changeset_id }}')
+    tblproperties ('{{ adapter.logstore_names().changeset_id }}' = '{{ changeset_id }}')
     as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates, shape_of) }}
   {%- endset -%}
   {%- do adapter.logstore_create(changes_relation, create_changes) -%}
@@ -132,7 +133,7 @@
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
   {%- do logstore_stage(staging, compiled_code) -%}
   {%- if adapter.logstore_has_op_column(staging) -%}
-    {#-- rows from logstore_changes(): deletes drop out, the _logstore_ columns are not kept --#}
+    {#-- rows from logstore_changes(): deletes drop out, its op and snapshot columns are not kept --#}
     {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
     {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging)) -%}
     {%- do adapter.drop_relation(staging) -%}

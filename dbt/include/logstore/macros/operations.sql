@@ -41,11 +41,12 @@
 
 {#-- A downstream incremental model reads an upstream logged model's changes instead of its
      files:  select ... from {{ logstore_changes(ref('orders'), normalize=true) }}
-     The relation it returns has the upstream's columns plus _logstore_op ('r' a row of the
-     upstream table on the first run, 'c', 'u', 'd') and _logstore_snapshot. With
+     The relation it returns has the upstream's columns plus an op column ('r' a row of the
+     upstream table on the first run, 'c', 'u', 'd') and a snapshot column (named in
+     dbt/adapters/logstore/names.py: VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN). With
      normalize=true there is one row per key: its last change in the range. A `merge` model
-     with a unique_key deletes the keys whose _logstore_op is 'd' and upserts the rest; the
-     _logstore_ columns are not stored. See dbt/adapters/logstore/source_changes.py. --#}
+     with a unique_key deletes the keys whose op is 'd' and upserts the rest; the op and
+     snapshot columns are not stored. See dbt/adapters/logstore/source_changes.py. --#}
 {% macro logstore_changes(upstream, normalize=false) -%}
   {%- if not execute -%}
     {{ return(upstream) }}

@@ -71,7 +71,7 @@
             staging, existing_relation, rows_affected,
             partition_by if strategy == 'insert_overwrite' else log_config.unique_key,
             strategy != 'append') -%}
-      {%- do intent.update({'logstore.changeset.intent': invocation_id}) -%}
+      {%- do intent.update({adapter.logstore_names().intent: invocation_id}) -%}
       {%- do logstore_set_tblproperties(target_relation, intent) -%}
       {%- do adapter.logstore_crash_point('incremental_intent') -%}
       {%- call statement('main') -%}
