@@ -1,0 +1,139 @@
+"""Every name of the log protocol has one home, names.py: its value appears in no other file of
+the package (.py, .sql, .yml; code, docstrings and comments alike, so no copy can drift from what
+the others write and read), and the values are the ones existing topics and tables hold."""
+import re
+from pathlib import Path
+from typing import Dict, Iterable, List, Tuple
+
+from dbt.adapters.logstore import names
+
+PACKAGE = Path(__file__).resolve().parents[2] / "dbt"
+HOME = Path(names.__file__).resolve()
+
+
+def package_files() -> List[Path]:
+    return sorted(p for p in PACKAGE.rglob("*")
+                  if p.suffix in (".py", ".sql", ".yml") and p.resolve() != HOME)
+
+
+def protocol_names() -> Dict[str, str]:
+    """Each value names.py defines (tuple and dict members one by one) -> its constant."""
+    found: Dict[str, str] = {}
+
+    def add(constant: str, value: object) -> None:
+        if isinstance(value, bytes):
+            value = value.decode()
+        if isinstance(value, str):
+            found[value] = constant
+        elif isinstance(value, tuple):
+            for i, item in enumerate(value):
+                add(f"{constant}[{i}]", item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                add(f"{constant}[{key!r}]", item)
+
+    for constant, value in vars(names).items():
+        if constant.isupper():
+            add(constant, value)
+    return found
+
+
+def copies_in(text: str) -> List[str]:
+    """`line: CONSTANT 'value'` for each protocol name in `text`; of names inside one another
+    (`__logstore_` in `__logstore_lock`), the longest."""
+    constants, found = protocol_names(), []
+    for number, line in enumerate(text.splitlines(), 1):
+        spans: List[Tuple[int, int, str]] = sorted(
+            (m.start(), m.end(), value) for value in constants
+            for m in re.finditer(re.escape(value), line))
+        for start, end, value in spans:
+            if not any(a <= start and end <= b and (a, b) != (start, end) for a, b, _ in spans):
+                found.append(f"{number}: {constants[value]} {value!r}")
+    return found
+
+
+def stray_copies(files: Iterable[Path]) -> List[str]:
+    """`file:line: CONSTANT 'value'` for every copy of a protocol name in `files`."""
+    return [f"{path.relative_to(PACKAGE.parent)}:{copy}"
+            for path in files for copy in copies_in(path.read_text())]
+
+
+def test_no_copy_of_a_name_outside_names_py():
+    copies = stray_copies(package_files())
+    assert not copies, "take these from names.py (macros: through the adapter):\n" + "\n".join(copies)
+
+
+def test_a_copy_is_found_in_code_and_comments():
+    sql = ("{#-- tags 'logstore.changeset.mirrored' --#}\n"
+           "create table t tblproperties ('logstore.changeset.id' = '1')")
+    assert copies_in(sql) == ["1: MIRRORED 'logstore.changeset.mirrored'",
+                              "2: CHANGESET_ID 'logstore.changeset.id'"]
+    python = 'x = 1\nstaged = f"{model}__logstore_new"  # the __logstore_ tables\n'
+    assert copies_in(python) == ["2: STAGED_SUFFIXES['new'] '__logstore_new'",
+                                 "2: RELATION_MARK '__logstore_'"]
+    assert copies_in("tombstone = b'after-delete'") == ["1: TOMBSTONE_AFTER_DELETE 'after-delete'"]
+
+
+def test_each_value_is_named_once():
+    values = [v.decode() if isinstance(v, bytes) else v for k, v in vars(names).items()
+              if k.isupper() and isinstance(v, (str, bytes))]
+    assert all(values) and len(values) == len(set(values))
+
+
+def test_the_values_are_those_on_the_wire_and_in_metastores():
+    # Users' topics and tables hold these: a changed value leaves them unreadable.
+    assert protocol_names() == {
+        "__logstore_commits": "CONTROL_TOPIC_SUFFIX",
+        "dbt-logstore.": "TRANSACTIONAL_ID_PREFIX",
+        "logstore.table": "H_TABLE",
+        "logstore.snapshot": "H_SNAPSHOT",
+        "logstore.changeset": "H_CHANGESET",
+        "logstore.attempt": "H_ATTEMPT",
+        "logstore.writer": "H_WRITER",
+        "logstore.tombstone": "H_TOMBSTONE",
+        "after-delete": "TOMBSTONE_AFTER_DELETE",
+        "logstore.changeset.id": "CHANGESET_ID",
+        "logstore.changeset.committed": "COMMITTED",
+        "logstore.changeset.mirrored": "MIRRORED",
+        "logstore.topic.partitions": "TOPIC_PARTITIONS",
+        "logstore.changeset.intent": "INTENT",
+        "logstore.intent.rows_before": "INTENT_ROWS_BEFORE",
+        "logstore.intent.rows_after": "INTENT_ROWS_AFTER",
+        "logstore.snapshot.id": "SNAPSHOT_ID",
+        "logstore.snapshot.offsets": "SNAPSHOT_OFFSETS",
+        "logstore.snapshot.attempt": "SNAPSHOT_ATTEMPT",
+        "logstore.sources": "SOURCES",
+        "logstore.sources.intent": "SOURCES_INTENT",
+        "logstore.lock.invocation": "LOCK_INVOCATION",
+        "logstore.lock.host": "LOCK_HOST",
+        "logstore.lock.pid": "LOCK_PID",
+        "logstore.lock.process_started": "LOCK_STARTED",
+        "logstore.lock.since": "LOCK_SINCE",
+        "logstore.lock.lease_id": "LOCK_TOKEN",
+        "logstore.lock.expires_ms": "LOCK_EXPIRES",
+        "__logstore_": "RELATION_MARK",
+        "__logstore_changes": "CHANGES_SUFFIX",
+        "__logstore_lock": "LOCK_SUFFIX",
+        "__logstore_new": "STAGED_SUFFIXES['new']",
+        "__logstore_merged": "STAGED_SUFFIXES['merged']",
+        "__logstore_upserts": "STAGED_SUFFIXES['upserts']",
+        "__logstore_uncommitted": "UNCOMMITTED_SUFFIX",
+        "__gc": "GC_SUFFIX",
+        "__logstore_src_": "SOURCE_RAW_INFIX",
+        "__logstore_changes_": "SOURCE_VIEW_INFIX",
+        "__logstore_op": "CHANGE_COLUMNS[0]",
+        "__logstore_key": "CHANGE_COLUMNS[1]",
+        "__logstore_before": "CHANGE_COLUMNS[2]",
+        "__logstore_after": "CHANGE_COLUMNS[3]",
+        "__logstore_row": "SCRATCH_ROW",
+        "__logstore_k": "SCRATCH_KEY",
+        "__logstore_repeated": "SCRATCH_REPEATED",
+        "__logstore_rank": "SCRATCH_RANK",
+        "_logstore_op": "VIEW_OP_COLUMN",
+        "_logstore_snapshot": "VIEW_SNAPSHOT_COLUMN",
+        "_logstore_": "VIEW_COLUMN_PREFIX",
+    }
+
+
+def test_names_py_is_a_leaf():
+    assert not re.search(r"^\s*(from|import)\s+dbt\b", HOME.read_text(), re.M)
