@@ -17,10 +17,14 @@ class FakeFrame:
         return []
 
 
+class FakeContext:
+    pass
+
+
 class FakeSpark:
     def __init__(self):
         self.calls = []
-        self.sparkContext = object()
+        self.sparkContext = FakeContext()
         self.done = threading.Event()
 
     def range(self, *args, **kwargs):

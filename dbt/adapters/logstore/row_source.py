@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
@@ -50,7 +51,9 @@ def active_spark(handle: Any) -> Optional[Any]:
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
-_warmed: set = set()  # Spark contexts whose Python worker start is under way or done
+# Spark contexts whose Python worker start is under way or done (weakly held: the id of a
+# stopped context may be reused by the next one)
+_warmed: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def _no_rows(batches: Iterable[Any]) -> Iterator[Any]:
@@ -62,7 +65,7 @@ def start_python_worker(spark: Any) -> None:
     start in a process (pyarrow and pandas imports, about 4 s here) then overlaps the table
     commit instead of delaying the log. Spark keeps an idle worker for the next task
     (spark.python.worker.reuse). Once per Spark context."""
-    context = id(spark.sparkContext)
+    context = spark.sparkContext
     if context in _warmed:
         return
     _warmed.add(context)
