@@ -33,7 +33,7 @@ demo: $(STAMP)
 
 # Four workers, a file each at a time: every worker has its own Spark session, metastore and
 # embedded broker, and the subprocess-heavy fault tests run beside the rest (four on two cores:
-# 18.0 minutes against 19.4 on three, 2026-11-24; the workers also wait on subprocesses). The local-cluster
+# 15.5-18.5 minutes against 19.4 on three, 2026-11-24; the workers also wait on subprocesses). The local-cluster
 # test (tests/functional/test_local_cluster.py, three JVMs) is part of it.
 # --no-loadscope-reorder: files go out in tests/conftest.py's order, longest first; xdist's
 # own order (most tests first) started the one-test fault files last, alone at the end.
