@@ -63,7 +63,6 @@ class ModelRunState:
     owner: Optional[run_lock.LockOwner] = None  # this run, as its lock names it
     sources: Optional[str] = None
     landed: List[str] = field(default_factory=list)
-    change_rows: Dict[str, int] = field(default_factory=dict)  # change table -> its row count
 
 
 def _as_dict(value: Any) -> Dict[str, Any]:
@@ -399,19 +398,8 @@ class LogstoreAdapter(SparkAdapter):
                 f"tombstones), or 'log.ignore-delete' for insert-and-delete-only logs. Nothing "
                 f"was changed."
             )
-        self._prepare_row_source(log, changes_relation, summary.rows)
         faults.maybe_crash("before_table_commit")
         self._hold_lock(log)  # the last step before the table commit: a run that lost its lock stops
-
-    def _prepare_row_source(self, log: LogConfig, changes_relation: Any, rows: int) -> None:
-        """A session mirror reads the change set as rows or, from ARROW_FROM rows, as Arrow,
-        whose Python worker then starts now, while the table commits."""
-        self._run_state().change_rows[str(changes_relation)] = rows
-        spark = active_spark(self.connections.get_thread_connection().handle)
-        if spark is None or log.parallelism > 1:
-            return
-        if rows >= row_source.ARROW_FROM:
-            row_source.start_python_worker(spark)
 
     @available.parse_none
     def logstore_crash_point(self, point: str) -> str:
@@ -484,14 +472,10 @@ class LogstoreAdapter(SparkAdapter):
                         log, table, parallel_mirror.spark_tasks(spark, str(changes_relation), log.parallelism),
                         previous, changeset)
                 else:
-                    # how many: a session result crosses as rows or as Arrow by its size
-                    expected = self._run_state().change_rows.pop(str(changes_relation), None)
-                    if expected is None and active_spark(handle) is not None:
-                        expected = self.logstore_row_count(changes_relation)
                     snapshot = commit_protocol.write_change_set(
                         log, table,
                         lambda attempt: iter_column_batches(
-                            handle, str(changes_relation), attempt.records_sql, expected_rows=expected),
+                            handle, str(changes_relation), attempt.records_sql),
                         previous, changeset,
                         progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
                     )
