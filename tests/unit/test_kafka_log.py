@@ -16,15 +16,11 @@ from kafka.errors import (
 )
 from kafka.partitioner.default import murmur2
 
-from dbt.adapters.logstore import faults, kafka_log
-from dbt.adapters.logstore.kafka_log import (
-    ADMIN_DEFAULTS,
-    PRODUCER_DEFAULTS,
-    KafkaLogSystem,
-    KafkaLogWriter,
-    client_config,
-    partition_for,
-)
+from dbt.adapters.logstore import faults, kafka_log, kafka_writer
+from dbt.adapters.logstore.kafka_config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
+from dbt.adapters.logstore.kafka_log import KafkaLogSystem
+from dbt.adapters.logstore.kafka_python_writer import KafkaLogWriter
+from dbt.adapters.logstore.kafka_writer import partition_for
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
 
 REAL_PRODUCER = kafka.KafkaProducer
@@ -1101,7 +1097,7 @@ def test_a_commit_the_broker_never_answers_fails_within_the_delivery_timeout(mon
 
     from kafka.errors import KafkaTimeoutError
 
-    from dbt.adapters.logstore.kafka_log import _bounded
+    from dbt.adapters.logstore.kafka_python_writer import bounded as _bounded
 
     never = threading.Event()
     started = time.monotonic()
@@ -1114,17 +1110,16 @@ def test_a_commit_the_broker_never_answers_fails_within_the_delivery_timeout(mon
 
 
 def test_transaction_clock_is_due_after_a_third_of_the_timeout(monkeypatch):
-    from dbt.adapters.logstore import kafka_log
 
     now = [100.0]
-    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
-    clock = kafka_log.TransactionClock(60000)
+    monkeypatch.setattr(kafka_writer.time, "monotonic", lambda: now[0])
+    clock = kafka_writer.TransactionClock(60000)
     assert clock.budget_s == 20.0 and not clock.due()
     now[0] += 19.9
     assert not clock.due()
     now[0] += 0.1
     assert clock.due()
-    result = kafka_log.WriteResult(topic="t")
+    result = kafka_writer.WriteResult(topic="t")
     clock.committed(result)
     assert not clock.due() and result.longest_transaction_s == 20.0
 
@@ -1132,24 +1127,22 @@ def test_transaction_clock_is_due_after_a_third_of_the_timeout(monkeypatch):
 def test_a_transaction_is_timed_from_its_first_record(monkeypatch):
     # the coordinator of a parallel attempt opens its producer, waits for the tasks, then sends
     # the confirmation alone: the broker's transaction (and timeout) starts with that record
-    from dbt.adapters.logstore import kafka_log
 
     now = [100.0]
-    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
-    clock = kafka_log.TransactionClock(60000)
+    monkeypatch.setattr(kafka_writer.time, "monotonic", lambda: now[0])
+    clock = kafka_writer.TransactionClock(60000)
     now[0] += 120.0  # the tasks write for two minutes
     clock.first_record()
     now[0] += 0.5
-    result = kafka_log.WriteResult(topic="t")
+    result = kafka_writer.WriteResult(topic="t")
     clock.committed(result)
     assert result.longest_transaction_s == 0.5
 
 
 def test_long_write_commits_along_the_way_and_confirms_once(fake_producer, monkeypatch):
-    from dbt.adapters.logstore import kafka_log
 
     now = [0.0]
-    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(kafka_writer.time, "monotonic", lambda: now[0])
     log = make_log(consistency="transactional", properties={"transaction.timeout.ms": "3000"})
     writer = KafkaLogWriter(log, "analytics.orders")
     (producer,) = fake_producer.instances
@@ -1168,9 +1161,8 @@ def test_long_write_commits_along_the_way_and_confirms_once(fake_producer, monke
 
 
 def test_eventual_writer_has_no_transactions_to_split(fake_producer, monkeypatch):
-    from dbt.adapters.logstore import kafka_log
 
-    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: 1e9)
+    monkeypatch.setattr(kafka_writer.time, "monotonic", lambda: 1e9)
     writer = KafkaLogWriter(make_log(consistency="eventual"), "analytics.orders")
     for i in range(2000):
         writer.send(b"k", b"v", route=b"")
@@ -1179,11 +1171,11 @@ def test_eventual_writer_has_no_transactions_to_split(fake_producer, monkeypatch
 
 def test_a_long_write_commits_along_the_way_and_times_its_longest_transaction(fake_producer, monkeypatch):
     now = [100.0]
-    monkeypatch.setattr(kafka_log.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(kafka_writer.time, "monotonic", lambda: now[0])
     log = make_log(consistency="transactional")
     writer = KafkaLogWriter(log, "analytics.orders")  # transaction.timeout.ms: 60 s by default
     (producer,) = fake_producer.instances
-    for i in range(3 * kafka_log.TransactionClock.CHECK_EVERY):
+    for i in range(3 * kafka_writer.TransactionClock.CHECK_EVERY):
         now[0] += 0.01  # 1000 records take 10 s: a third of the timeout after 2000 of them
         writer.send(None, b"v", route=str(i).encode())
     now[0] += 1.0

@@ -85,6 +85,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
     assert protocol_names() == {
         "__logstore_commits": "CONTROL_TOPIC_SUFFIX",
         "dbt-logstore.": "TRANSACTIONAL_ID_PREFIX",
+        "task-": "TASK_PREFIX",
         "logstore.table": "H_TABLE",
         "logstore.snapshot": "H_SNAPSHOT",
         "logstore.changeset": "H_CHANGESET",
@@ -137,3 +138,8 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
 
 def test_names_py_is_a_leaf():
     assert not re.search(r"^\s*(from|import)\s+dbt\b", HOME.read_text(), re.M)
+
+
+def test_the_writers_of_a_parallel_mirror_are_named_from_the_tables():
+    assert names.task_writer_id("analytics.orders", 3) == "analytics.orders.task-3"
+    assert names.task_writer_name(3, 1) == "task-3.1"

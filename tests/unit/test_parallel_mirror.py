@@ -10,11 +10,12 @@ from dbt.adapters.logstore.commit_protocol import (
     H_WRITER,
     Attempt,
     Snapshot,
-    task_writer_id,
     write_change_set_parallel,
     write_task_share,
 )
-from dbt.adapters.logstore.kafka_log import KafkaLogSystem, KafkaLogWriter
+from dbt.adapters.logstore.kafka_log import KafkaLogSystem
+from dbt.adapters.logstore.kafka_python_writer import KafkaLogWriter
+from dbt.adapters.logstore.names import task_writer_id
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
 from dbt.adapters.logstore.reader import Confirmation
 from tests.unit.test_commit_protocol import (  # noqa: F401
@@ -70,7 +71,7 @@ def test_parallel_attempt_is_written_by_tasks_and_confirmed_by_the_driver(writer
     # the table's own writer confirms; each task has its own, derived from the table's
     assert coordinator.writer_id == "analytics.orders"
     assert [task0.writer_id, task1.writer_id] == ["analytics.orders.task-0", "analytics.orders.task-1"]
-    assert task_writer_id(TABLE, 7) == "analytics.orders.task-7"
+    assert task_writer_id(TABLE.writer_id, 7) == "analytics.orders.task-7"
     assert task0.committed == task1.committed == 1 and task0.confirmation is None
     assert coordinator.sent == []  # the driver writes no data record
     # every record: the four headers plus its writer; one attempt for all tasks

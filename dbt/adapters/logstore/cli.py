@@ -48,7 +48,7 @@ def _project(args: argparse.Namespace) -> Any:
 def _changes(args: argparse.Namespace) -> Iterator[Any]:
     """The changes `tail` prints: of a logged model of the dbt project (resolved through its
     manifest and profile), or of a topic named with --bootstrap-servers."""
-    from dbt.adapters.logstore.kafka_log import consumer_config
+    from dbt.adapters.logstore.kafka_config import consumer_config
     from dbt.adapters.logstore.reader import ReaderError, StartPoint, hybrid_read, read_changelog
 
     start = StartPoint.parse(args.start)

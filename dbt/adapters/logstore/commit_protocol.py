@@ -40,6 +40,7 @@ from dbt.adapters.logstore.names import (
     CHANGE_COLUMNS, CHANGESET_ID, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE,
     H_TOMBSTONE, H_WRITER, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, MIRRORED, SNAPSHOT_ATTEMPT,
     SNAPSHOT_ID, SNAPSHOT_OFFSETS, SOURCES, TOMBSTONE_AFTER_DELETE, TOPIC_PARTITIONS,
+    task_writer_id, task_writer_name,
 )
 
 # What a rebuilt table takes over from the table it replaces.
@@ -291,20 +292,14 @@ def write_change_set(
                    longest_transaction_s=result.longest_transaction_s)
 
 
-def task_writer_id(table: TableRef, task: int) -> str:
-    """The writer id of task `task` of a parallel mirror: a restarted task of the same index
-    uses the same transactional id, so the broker fences its predecessor."""
-    return f"{table.writer_id}.task-{task}"
-
-
 def write_task_share(attempt: Attempt, task: int, task_attempt: int,
                      batches: Iterable[RecordBatch]) -> Tuple[str, WriteResult]:
     """One Spark task's share of a parallel attempt: its records, written and committed with the
     task's own producer (its own transaction in transactional mode), without a confirmation.
     Returns the writer name (recorded in the H_WRITER header) and what it wrote."""
-    name = f"task-{task}.{task_attempt}"
+    name = task_writer_name(task, task_attempt)
     writer = get_log_system(attempt.log.system).open_writer(
-        attempt.log, task_writer_id(attempt.table, task))
+        attempt.log, task_writer_id(attempt.table.writer_id, task))
     try:
         attempt.send_batches(writer, batches, writer_name=name)
         result = writer.commit(None)

@@ -602,7 +602,7 @@ class LogstoreAdapter(SparkAdapter):
         """`logstore_changes(ref(...))`: land this run's range of the upstream's changes and
         return the temporary view over them (see source_changes.py). The position reached is
         recorded with this model's table when it commits."""
-        from dbt.adapters.logstore.kafka_log import consumer_config
+        from dbt.adapters.logstore.kafka_config import consumer_config
         from dbt.adapters.logstore.reader import ChangelogReader, ReaderError
 
         log = self.logstore_config(node)
@@ -666,7 +666,7 @@ class LogstoreAdapter(SparkAdapter):
         return view
 
     def _land_ranges(self, plan: Any, raw: str, upstream_log: LogConfig) -> None:
-        from dbt.adapters.logstore.kafka_log import consumer_config
+        from dbt.adapters.logstore.kafka_config import consumer_config
 
         config = consumer_config(upstream_log)
         handle = self.connections.get_thread_connection().handle

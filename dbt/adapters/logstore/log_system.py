@@ -17,7 +17,7 @@ class WriteResult:
     records: int = 0
     offsets: Dict[int, "tuple[int, int]"] = field(default_factory=dict)
     # Kafka transactions the records took: a long write commits along the way, each
-    # transaction well inside transaction.timeout.ms (see kafka_log.TransactionClock)
+    # transaction well inside transaction.timeout.ms (see kafka_writer.TransactionClock)
     transactions: int = 1
     longest_transaction_s: float = 0.0  # from its begin to its commit, for the longest one
 

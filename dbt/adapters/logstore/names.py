@@ -8,12 +8,30 @@ elsewhere. A leaf: imports nothing from the package.
 """
 
 # Topics: a log topic's control topic is its name plus this suffix (log_config.control_topic_for;
-# kafka_log creates and writes it, reader and source_changes read it).
+# kafka_log creates it, the writers write it, reader and source_changes read it).
 CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 
-# Kafka transactional ids: this prefix plus the writer id (kafka_log); the broker fences an
+# Kafka transactional ids: this prefix plus the writer id (the writers; kafka_log fences); the broker fences an
 # earlier writer of the same id, so a new version must keep it.
 TRANSACTIONAL_ID_PREFIX = "dbt-logstore."
+
+
+# A Spark task of a parallel mirror writes as "<table's writer id>.task-<index>" (its transactional
+# id), naming each attempt "task-<index>.<retry>" (its H_WRITER header).
+TASK_PREFIX = "task-"
+
+
+def task_writer_id(table_writer_id: str, task: int) -> str:
+    """The writer id of task `task` of a parallel mirror (commit_protocol writes with it,
+    kafka_log fences it after a crash): a restarted task of the same index uses the same
+    transactional id, so the broker fences its predecessor."""
+    return f"{table_writer_id}.{TASK_PREFIX}{task}"
+
+
+def task_writer_name(task: int, task_attempt: int) -> str:
+    """The H_WRITER header of the records of one Spark task attempt."""
+    return f"{TASK_PREFIX}{task}.{task_attempt}"
+
 
 # Record headers: commit_protocol.Attempt writes them, reader and source_changes read them.
 H_TABLE = "logstore.table"

@@ -3,7 +3,7 @@ change set, so the mirror scales with the executors and no row passes through th
 
 The attempt's records, rendered by Spark (`Attempt.records_sql`), are split into `parallelism`
 partitions and reach each task as Arrow batches (`mapInArrow`). Each task writes its share with
-its own producer (its transactional id ends in `<table>.task-<index>`, so a restarted task
+its own producer (its transactional id is names.task_writer_id of its index, so a restarted task
 fences its predecessor) and commits it on its own; it returns what it wrote. The driver then
 writes the one confirmation of the attempt, listing every task's offsets
 (`commit_protocol.write_change_set_parallel`). Records carry the usual four headers plus

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
 from dbt.adapters.logstore import commit_protocol, names
-from dbt.adapters.logstore.kafka_log import consumer_config
+from dbt.adapters.logstore.kafka_config import consumer_config
 from dbt.adapters.logstore.project import DbtProject, LoggedModel
 from dbt.adapters.logstore.reader import ChangelogReader, Replica
 

@@ -1,0 +1,165 @@
+"""The confluent-kafka writer (kafka_client: confluent; librdkafka, in C): one producer per
+commit, with the kafka-python writer's semantics."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.kafka_config import CONFLUENT_DEFAULTS, confluent_config
+from dbt.adapters.logstore.kafka_errors import kafka_failure
+from dbt.adapters.logstore.kafka_writer import TransactionClock, partition_for
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
+from dbt.adapters.logstore.log_system import LogWriter, WriteResult
+from dbt.adapters.logstore.names import TRANSACTIONAL_ID_PREFIX
+
+
+class ConfluentLogWriter(LogWriter):
+    """The same writer on confluent-kafka (librdkafka, in C): one producer per commit, the
+    table's transactional id for transactional logs, Java's partitioner for keyed records and
+    the row-image hash for keyless ones, offsets from the delivery reports."""
+
+    POLL_EVERY = 1000  # serve delivery reports while sending
+
+    def __init__(self, log: LogConfig, writer_id: str) -> None:
+        try:
+            from confluent_kafka import KafkaException, Producer
+        except ImportError as exc:
+            raise LogConfigError(
+                f"Model '{log.model}': profile field 'kafka_client' = 'confluent' needs the "
+                f"confluent-kafka package: pip install 'dbt-logstore[confluent]'.") from exc
+        self._log = log
+        config = confluent_config(log)
+        config["enable.idempotence"] = True
+        if log.transactional:
+            config["transactional.id"] = f"{TRANSACTIONAL_ID_PREFIX}{writer_id}"
+        try:
+            self._producer = Producer(config)
+        except KafkaException as exc:
+            raise LogConfigError(
+                f"Model '{log.model}': the Kafka client properties are not accepted by "
+                f"confluent-kafka (kafka_client: confluent): {exc.args[0].str()}. Allowed: "
+                f"librdkafka's configuration properties.") from exc
+        try:
+            if log.transactional:
+                self._producer.init_transactions(30)
+                self._producer.begin_transaction()
+            metadata = self._producer.list_topics(str(log.topic), timeout=10)
+        except KafkaException as exc:
+            raise kafka_failure(log.model, log.bootstrap_servers, exc) from exc
+        topic = metadata.topics.get(str(log.topic))
+        self._partitions = sorted(topic.partitions) if topic and topic.partitions else [0]
+        self._clock = TransactionClock(config.get("transaction.timeout.ms") or 60000) \
+            if log.transactional else None
+        self._result = WriteResult(topic=str(log.topic))
+        self._error: Optional[BaseException] = None
+        self._unsent = 0
+        self._topic = str(log.topic)
+        # The per-record path is the mirror's hot loop: everything it needs is looked up once.
+        self._KafkaException = KafkaException
+        self._produce, self._poll = self._producer.produce, self._producer.poll
+        self._on_delivery = self._delivered
+        self._ranges: Dict[int, List[int]] = {}  # partition -> [first, last] acknowledged offset
+        self._headers_of: Any = None  # the headers tuple last sent (one per attempt) ...
+        self._headers: List[Tuple[str, bytes]] = []  # ... as the list librdkafka takes
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = self._error or self._KafkaException(err)
+            return
+        partition, offset = msg.partition(), msg.offset()
+        bounds = self._ranges.get(partition)
+        if bounds is None:
+            self._ranges[partition] = [offset, offset]
+        elif offset > bounds[1]:
+            bounds[1] = offset
+        elif offset < bounds[0]:
+            bounds[0] = offset
+
+    def _control_delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = self._error or self._KafkaException(err)
+
+    def send(self, key: Optional[bytes], value: Optional[bytes], route: bytes,
+             headers: Sequence[Tuple[str, bytes]] = ()) -> None:
+        if self._error is not None:
+            raise self._failure(self._error)
+        if headers is not self._headers_of:
+            self._headers_of, self._headers = headers, list(headers)
+        # -1: librdkafka's partitioner (murmur2 of the key); keyless records by the row image
+        partition = -1 if key is not None else partition_for(route, self._partitions)
+        while True:
+            try:
+                self._produce(self._topic, value, key, partition=partition,
+                              on_delivery=self._on_delivery, headers=self._headers)
+                break
+            except BufferError:  # the local queue is full: let it drain
+                self._poll(0.05)
+            except self._KafkaException as exc:
+                raise self._failure(exc, key) from exc
+        self._result.records += 1
+        self._unsent += 1
+        if self._unsent >= self.POLL_EVERY:
+            self._unsent = 0
+            self._poll(0)
+            if self._clock is not None and self._clock.due():
+                self._next_transaction()
+
+    def _next_transaction(self) -> None:
+        """Commit what is sent so far and go on in a new transaction (TransactionClock)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._flush()
+            self._producer.commit_transaction(30)
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise self._failure(exc) from exc
+        self._result.transactions += 1
+        self._clock.committed(self._result)
+
+    def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
+        from confluent_kafka import KafkaException
+
+        try:
+            self._flush()
+            self._result.offsets = {p: (first, last + 1) for p, (first, last) in self._ranges.items()}
+            if confirmation is not None:
+                if self._clock is not None and not self._result.records:
+                    self._clock.first_record()
+                key, value = confirmation(self._result)
+                self._producer.produce(control_topic_for(self._topic), key=key, value=value,
+                                       partition=0, on_delivery=self._control_delivered)
+                self._flush()
+                faults.maybe_crash("before_log_commit")
+            if self._log.transactional:
+                self._producer.commit_transaction(30)
+                self._clock.committed(self._result)
+        except KafkaException as exc:
+            raise self._failure(exc) from exc
+        return self._result
+
+    def _flush(self) -> None:
+        left = self._producer.flush(float(CONFLUENT_DEFAULTS["message.timeout.ms"]) / 1000)
+        if self._error is not None:
+            raise self._failure(self._error)
+        if left:
+            raise self._failure(TimeoutError(f"{left} records were not acknowledged in time"))
+
+    def abort(self) -> None:
+        try:
+            if self._log.transactional:
+                self._producer.abort_transaction(5)
+            else:
+                self._producer.purge()
+        except Exception:  # the broker may be gone: the transaction times out on its own
+            pass
+
+    def _failure(self, exc: BaseException, key: Optional[bytes] = None) -> DbtRuntimeError:
+        where = f" (record key {key.decode(errors='replace')})" if key is not None else ""
+        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        return DbtRuntimeError(
+            f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
+            f"{where}: {type(exc).__name__}: {detail}"
+        )
