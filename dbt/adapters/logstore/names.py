@@ -11,8 +11,8 @@ elsewhere. A leaf: imports nothing from the package.
 # kafka_log creates it, the writers write it, reader and source_changes read it).
 CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 
-# Kafka transactional ids: this prefix plus the writer id (the writers; kafka_log fences); the broker fences an
-# earlier writer of the same id, so a new version must keep it.
+# Kafka transactional ids: this prefix plus the writer id (the writers write with it, kafka_log
+# fences with it); the broker fences an earlier writer of the same id, so a new version must keep it.
 TRANSACTIONAL_ID_PREFIX = "dbt-logstore."
 
 
