@@ -43,7 +43,8 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError, MacroReturn
 import dbt.include.global_project
 import dbt.include.spark
 from dbt.adapters.logstore import commit_protocol
-from dbt.adapters.logstore.impl import LogstoreAdapter, LogstoreAdapterResponse
+from dbt.adapters.logstore.impl import LogstoreAdapter
+from dbt.adapters.logstore.mirror import LogstoreAdapterResponse
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
 
 LOGSTORE_MACROS = Path(__file__).resolve().parents[2] / "dbt" / "include" / "logstore" / "macros"

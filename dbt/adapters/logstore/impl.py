@@ -1,8 +1,12 @@
 """The adapter: dbt-spark's, plus thin `@available` methods the logstore macros call.
 
-Each method turns Jinja's loose values into typed objects and hands off to plain Python:
-config resolution (`log_config`), change computation (`changes`), the commit protocol
-(`commit_protocol`) and the log system (`log_system`, `kafka_log`).
+Each method turns Jinja's loose values into typed objects and hands off to plain Python, giving
+it the model thread's connection as a `catalog.Catalog`: config resolution (`log_config`), the
+run lock (`run_lock`, `leftovers`), change computation and the last checks (`changes`,
+`change_checks`), what the table's properties record (`table_commit`), the mirror after the
+table commit (`mirror`, over `commit_protocol` and the log system) and upstream changes landed
+for downstream models (`source_landing`). It keeps what only dbt's adapter knows: relations,
+columns, the thread's model run (ModelRunState) and dbt's hooks.
 """
 from __future__ import annotations
 
@@ -12,47 +16,20 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from dbt.adapters.base import available
-from dbt.adapters.contracts.connection import AdapterResponse
-from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
-    changes, commit_protocol, faults, leftovers, names, parallel_mirror, row_source, run_lock,
-    source_changes,
+    change_checks, changes, commit_protocol, faults, leftovers, mirror, names, row_source, run_lock,
+    source_landing, table_commit,
 )
+from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import (
     LogConfig, LogConfigError, ModelRef, continue_stored_shape, resolve_log_config,
 )
 from dbt.adapters.logstore.log_system import get_log_system
-from dbt.adapters.logstore.row_source import active_spark, iter_column_batches
-
-logger = AdapterLogger("logstore")
-
-
-@dataclass
-class LogstoreAdapterResponse(AdapterResponse):
-    """dbt-spark's response plus what the log received (shown in run_results.json)."""
-
-    rows_mirrored: Optional[int] = None
-    topic: Optional[str] = None
-    log_offsets: Optional[Dict[str, List[int]]] = None
-    log_snapshot: Optional[int] = None
-    log_end_offsets: Optional[Dict[str, int]] = None
-    log_attempt: Optional[str] = None
-    log_seconds: Optional[float] = None  # from the table commit to the log commit
-    log_transactions: Optional[int] = None  # Kafka transactions the records took
-    log_longest_transaction_s: Optional[float] = None  # the longest of them, begin to commit
-
-
-def in_memory_catalog_message(model: str) -> str:
-    return (f"Model '{model}': a partitioned logged model needs Spark's Hive catalog, and this "
-            f"session uses the in-memory one (spark.sql.catalogImplementation = in-memory), which "
-            f"loses the partitions of a renamed table: the model's commit renames its staged table "
-            f"in. Start the Spark session with Hive support (dbt-spark's session method does, "
-            f"unless a session was already running in this process). Nothing was changed.")
-
+from dbt.adapters.logstore.row_source import active_spark
 
 @dataclass
 class ModelRunState:
@@ -156,100 +133,46 @@ class LogstoreAdapter(SparkAdapter):
 
     # --- one run at a time per model ----------------------------------------------------
 
+    def _catalog(self) -> Catalog:
+        return Catalog(self.execute)
+
     @available.parse_none
     def logstore_lock(self, log: LogConfig, target_relation: Any, invocation_id: str) -> str:
         """Take the model's run lock (see run_lock.py) or fail, naming the run that holds it.
         The post-model hook releases it when the materialization ends, however it ends."""
-        lock = self._lock_relation(target_relation)
+        lock = run_lock.lock_relation(target_relation)
         owner = run_lock.LockOwner.this_process(invocation_id, self._lease_seconds())
-        props = ", ".join(f"'{k}' = '{v}'" for k, v in owner.properties().items())
-        error: Optional[Exception] = None
-        for _ in range(3):
-            try:
-                self.logstore_create(lock, f"create table {lock} (held_by string) using parquet "
-                                           f"tblproperties ({props})")
-                self._run_state().lock, self._run_state().owner = lock, owner
-                return lock
-            except Exception as exc:
-                held = self._lock_owner(lock)
-                if held is None:  # not a lock conflict (or the lock was just released): retry
-                    error = exc
-                    continue
-                if not held.is_gone():
-                    raise DbtRuntimeError(run_lock.locked_message(log.model, lock, held)) from None
-                why = "whose lease expired" if held.expired() else "which ended without releasing it"
-                logger.info(f"{log.model}: taking over the lock of {held.describe()}, {why}")
-                self.execute(f"drop table if exists {lock}")
-        raise DbtRuntimeError(f"Model '{log.model}': could not create its run lock {lock}: {error}")
+        run_lock.take(self._catalog(), log.model, lock, owner)
+        self._run_state().lock, self._run_state().owner = lock, owner
+        return lock
 
     @available.parse_none
     def logstore_create(self, relation: Any, sql: str) -> str:
-        """Create one of the adapter's own relations with `sql`. If a killed run left that
-        relation's directory without a metastore entry, remove it and create again (see
-        leftovers.py), saying what was removed."""
-        try:
-            self.execute(sql)
-        except Exception as exc:
-            identifier = getattr(relation, "identifier", None) or str(relation).rsplit(".", 1)[-1]
-            location = leftovers.orphan_location(str(exc), identifier.strip("`"))
-            if location is None:
-                raise
-            logger.info(f"logstore: removing {location}, left behind by a run that was killed while "
-                        f"creating {relation} (it has no metastore entry)")
-            self._remove_directory(relation, location)
-            self.execute(sql)
+        """Create one of the adapter's own relations (leftovers.create_or_clear)."""
+        leftovers.create_or_clear(self._catalog(), relation, sql)
         return ""
-
-    def _remove_directory(self, relation: Any, location: str) -> None:
-        """Delete `location` through the metastore, with a scratch table named after `relation`."""
-        gc = f"{relation}{names.GC_SUFFIX}" if "`" not in str(relation) else \
-            str(relation)[:-1] + names.GC_SUFFIX + "`"
-        for statement in leftovers.removal_sql(gc, location):
-            self.execute(statement)
-
-    def _remove_uncommitted_output(self, target_relation: Any) -> None:
-        """Remove what a killed INSERT into the model's table left for the next INSERT's job
-        commit to pick up (see leftovers.py)."""
-        _, described = self.execute(f"describe table extended {target_relation}", fetch=True)
-        location = leftovers.location_of(described.rows)
-        if location is None:
-            return  # not a file-based table (nothing of a killed job can surface)
-        scratch = leftovers.uncommitted_output(location)
-        logger.info(f"logstore: removing {scratch}, if present: the uncommitted output of the "
-                    f"run that was killed in the table commit of {target_relation}")
-        own = target_relation.incorporate(path={
-            "identifier": target_relation.identifier + names.UNCOMMITTED_SUFFIX})
-        self._remove_directory(own, scratch)
 
     @available.parse_none
     def logstore_unlock(self, target_relation: Any) -> str:
         """Remove a model's run lock (`dbt run-operation logstore_unlock`), naming its owner."""
-        lock = self._lock_relation(target_relation)
-        held = self._lock_owner(lock)
-        self.execute(f"drop table if exists {lock}")
-        return f"removed the lock of {held.describe()}" if held else "no lock was held"
+        return run_lock.unlock(self._catalog(), run_lock.lock_relation(target_relation))
 
     def _lease_seconds(self) -> float:
         return float(getattr(self.config.credentials, "lock_lease_seconds", None)
                      or run_lock.DEFAULT_LEASE_SECONDS)
 
     def _hold_lock(self, log: LogConfig) -> None:
-        """Before a step that changes the table or the log: the lock must still carry this run's
-        token (a run paused past its lease has lost it, and stops here); then its lease is
-        renewed (run_lock.LockOwner.due_for_renewal)."""
+        """Before a step that changes the table or the log: this run still holds its lock
+        (run_lock.hold), or stops."""
         state = self._run_state()
         if state.lock is None or state.owner is None:
             return  # recovery without a run lock of its own (never the case in a model run)
-        held = self._lock_owner(state.lock)
-        if held is None or held.token != state.owner.token:
-            lock, state.lock = state.lock, None  # not ours to release any more
-            raise DbtRuntimeError(run_lock.lost_message(log.model, lock, held))
-        lease = self._lease_seconds()
-        if not state.owner.due_for_renewal(lease):
-            return
-        state.owner = state.owner.renewed(lease)
-        self.execute(f"alter table {state.lock} set tblproperties "
-                     f"('{names.LOCK_EXPIRES}' = '{state.owner.expires_ms}')")
+        try:
+            state.owner = run_lock.hold(self._catalog(), log.model, state.lock, state.owner,
+                                        self._lease_seconds())
+        except run_lock.LockLost:
+            state.lock = None  # not ours to release any more
+            raise
 
     @available.parse_none
     def logstore_release_lock(self) -> str:
@@ -259,14 +182,7 @@ class LogstoreAdapter(SparkAdapter):
         lock, state.lock = state.lock, None
         owner, state.owner = state.owner, None
         if lock is not None:
-            held = self._lock_owner(lock)
-            if held is not None and owner is not None and held.token and held.token != owner.token:
-                return ""  # another run's lock now
-            try:
-                self.execute(f"drop table if exists {lock}")
-            except Exception as exc:  # the run's own error (if any) matters more
-                logger.warning(f"could not release the run lock {lock}: {exc}; the next run on "
-                               f"this host takes it over")
+            run_lock.release(self._catalog(), lock, owner)
         return ""
 
     def post_model_hook(self, config: Mapping[str, Any], context: Any) -> None:
@@ -287,18 +203,6 @@ class LogstoreAdapter(SparkAdapter):
     def _run_state(self) -> ModelRunState:
         return self._run_states.setdefault(threading.get_ident(), ModelRunState())
 
-    @staticmethod
-    def _lock_relation(target_relation: Any) -> str:
-        return str(target_relation.incorporate(
-            path={"identifier": f"{target_relation.identifier}{names.LOCK_SUFFIX}"}))
-
-    def _lock_owner(self, lock: str) -> Optional[run_lock.LockOwner]:
-        try:
-            props = self._table_properties(lock)
-        except Exception:
-            return None  # no lock table
-        return run_lock.LockOwner.from_properties(props)
-
     # --- before the table changes --------------------------------------------------------
 
     @available.parse_none
@@ -311,7 +215,7 @@ class LogstoreAdapter(SparkAdapter):
         if spark is not None and partition_by:
             catalog = spark.conf.get("spark.sql.catalogImplementation", "hive")
             if catalog == "in-memory":
-                raise DbtRuntimeError(in_memory_catalog_message(log.model))
+                raise DbtRuntimeError(change_checks.in_memory_catalog_message(log.model))
         return ""
 
     @available.parse_none
@@ -374,32 +278,11 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
                                   marked_duplicates: bool = False) -> None:
-        """Last checks before the table commit: no key repeats (when the change set was built
-        with mark_duplicates), every change fits in one Kafka record, and `log.format: json`
-        without upsert mode gets only inserts."""
-        _, table = self.execute(changes.change_set_summary_sql(str(changes_relation)), fetch=True)
-        summary = changes.change_set_summary(table.rows[0])
-        if marked_duplicates and log.keyed and summary.duplicates:
-            _, table = self.execute(changes.marked_duplicates_sql(str(changes_relation)), fetch=True)
-            raise self._not_unique(log, [row[0] for row in table.rows])
-        limit = int(log.client_properties.get("max.request.size", 1048576))
-        if summary.rows and summary.largest_size + changes.RECORD_OVERHEAD > limit:
-            raise DbtRuntimeError(
-                f"Model '{log.model}': the change of row key {summary.largest_key} is "
-                f"{summary.largest_size} bytes, more than one Kafka record may hold "
-                f"(max.request.size = {limit}). Allowed: records up to the limit; raise it with "
-                f"'kafka.max.request.size' (and the broker's message.max.bytes). Nothing was changed."
-            )
-        if log.format == "json" and not log.upsert and summary.non_inserts:
-            raise DbtRuntimeError(
-                f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which "
-                f"cannot express the {summary.non_inserts} updates/deletes of this run. Allowed: "
-                f"log.format 'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as "
-                f"tombstones), or 'log.ignore-delete' for insert-and-delete-only logs. Nothing "
-                f"was changed."
-            )
+        """Last checks before the table commit (change_checks.check_change_set); the last step
+        before it: a run that lost its lock stops."""
+        change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates)
         faults.maybe_crash("before_table_commit")
-        self._hold_lock(log)  # the last step before the table commit: a run that lost its lock stops
+        self._hold_lock(log)
 
     @available.parse_none
     def logstore_crash_point(self, point: str) -> str:
@@ -419,92 +302,28 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None:
-        """A keyed log needs one row per key: fail before the commit if the new rows repeat a
-        key, or (append) bring a key the table already has."""
-        if not log.keyed:
-            return
-        checks = [changes.duplicate_keys_sql(str(relation), log.unique_key)]
-        if appended_to is not None:
-            checks.append(changes.existing_keys_sql(str(relation), str(appended_to), log.unique_key))
-        for sql in checks:
-            _, table = self.execute(sql, fetch=True)
-            if len(table.rows):
-                raise self._not_unique(log, [row[0] for row in table.rows])
-
-    @staticmethod
-    def _not_unique(log: LogConfig, examples: List[Any]) -> DbtRuntimeError:
-        return DbtRuntimeError(
-            f"Model '{log.model}': config 'unique_key' = {list(log.unique_key)} would not be "
-            f"unique in the table (repeated keys, e.g. {'; '.join(str(e) for e in examples)}). "
-            f"A logged model with a unique_key needs exactly one row per key. Nothing was changed."
-        )
+        """A keyed log needs one row per key (change_checks.check_unique)."""
+        change_checks.check_unique(self._catalog(), log, str(relation),
+                                   None if appended_to is None else str(appended_to))
 
     # --- after the table commit -----------------------------------------------------------
 
     @available.parse_none
     def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
                         changeset: str, rows_affected: Optional[int] = None,
-                        recovering: bool = False, log_starts: bool = False) -> LogstoreAdapterResponse:
+                        recovering: bool = False, log_starts: bool = False) -> mirror.LogstoreAdapterResponse:
         """Write the committed change set to the log as the table's next snapshot (or, when
         recovering, adopt the snapshot an earlier attempt already confirmed)."""
         faults.maybe_crash("after_table_commit")
         self._hold_lock(log)  # nor write the log
         started = time.monotonic()
-        table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
-        previous = commit_protocol.Snapshot.from_properties(self._table_properties(target_relation))
-        if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
-            previous = commit_protocol.Snapshot(id=previous.id)
-        log_system = get_log_system(log.system)
-        confirmed = log_system.find_confirmation(log, table.writer_id, changeset) if recovering else None
-        if confirmed is not None:
-            logger.info(f"{log.model}: change set {changeset} was already confirmed as snapshot "
-                        f"{confirmed['snapshot']}; not writing it again")
-            snapshot = commit_protocol.Snapshot.from_confirmation(confirmed)
-        else:
-            handle = self.connections.get_thread_connection().handle
-            spark = active_spark(handle) if log.parallelism > 1 else None
-            if log.parallelism > 1 and spark is None:
-                logger.info(f"{log.model}: 'log.mirror.parallelism' needs method: session; "
-                            f"streaming the change set through the cursor instead")
-            try:
-                if spark is not None:
-                    snapshot = commit_protocol.write_change_set_parallel(
-                        log, table, parallel_mirror.spark_tasks(spark, str(changes_relation), log.parallelism),
-                        previous, changeset)
-                else:
-                    snapshot = commit_protocol.write_change_set(
-                        log, table,
-                        lambda attempt: iter_column_batches(
-                            handle, str(changes_relation), attempt.records_sql),
-                        previous, changeset,
-                        progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
-                    )
-            except DbtRuntimeError as exc:
-                raise DbtRuntimeError(
-                    f"{exc.msg} The table's change is committed and its change set "
-                    f"{changes_relation} is kept: the next run of the model (or dbt "
-                    f"run-operation logstore_recover --args '{{model: {log.model}}}') writes it "
-                    f"to the log, once.") from exc
-        offsets = {str(p): [a, b - 1] for p, (a, b) in sorted(snapshot.written.items())}
-        ranges = ", ".join(f"p{p}:{a}-{b}" for p, (a, b) in offsets.items())
-        written = "" if rows_affected is None else f"{rows_affected} rows, "
-        return LogstoreAdapterResponse(
-            _message=f"OK, {written}mirrored {snapshot.records} records to {log.topic}"
-                     + (f" ({ranges})" if ranges else "") + f", snapshot {snapshot.id}",
-            rows_affected=rows_affected,
-            rows_mirrored=snapshot.records,
-            topic=log.topic,
-            log_offsets=offsets,  # inclusive [first, last] offset written per partition
-            log_snapshot=snapshot.id,
-            log_end_offsets={str(p): o for p, o in sorted(snapshot.end_offsets.items())},
-            log_attempt=snapshot.attempt,
-            log_seconds=round(time.monotonic() - started, 3),
-            log_transactions=snapshot.transactions,
-            log_longest_transaction_s=round(snapshot.longest_transaction_s, 3),
-        )
+        snapshot = mirror.mirror_change_set(
+            log, self._catalog(), self.connections.get_thread_connection().handle,
+            str(changes_relation), target_relation, changeset, recovering, log_starts)
+        return mirror.response(log, snapshot, rows_affected, time.monotonic() - started)
 
     @available
-    def logstore_snapshot_properties(self, response: LogstoreAdapterResponse, changeset: str) -> Dict[str, str]:
+    def logstore_snapshot_properties(self, response: mirror.LogstoreAdapterResponse, changeset: str) -> Dict[str, str]:
         """Table properties recording the snapshot a mirror wrote (or adopted)."""
         snapshot = commit_protocol.Snapshot(
             id=int(response.log_snapshot or 0), attempt=response.log_attempt,
@@ -514,22 +333,8 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any,
                                    log_starts: bool = False) -> Optional[str]:
-        """The id of a change set a failed run committed but did not finish logging, if any.
-        None when the log starts now (a new topic): it begins with the table's current rows,
-        whatever the failed run committed, so nothing needs judging."""
-        changes_props = self._table_properties(changes_relation)
-        table_props = self._table_properties(target_relation) if target_relation else {}
-        row_count = None
-        if table_props.get(names.INTENT) == changes_props.get(names.CHANGESET_ID):
-            # the run died in its table commit: what it had not committed must never surface
-            self._remove_uncommitted_output(target_relation)
-            if not log_starts:
-                row_count = self.logstore_row_count(target_relation)
-        if log_starts:
-            return None
-        if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":
-            return changes_props[names.CHANGESET_ID]
-        return None
+        """A change set a failed run committed but did not finish logging (table_commit)."""
+        return table_commit.pending_changeset(self._catalog(), changes_relation, target_relation, log_starts)
 
     @available.parse_none
     def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any:
@@ -548,50 +353,21 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
                                    replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]:
-        """The intent of an incremental commit: the change set and the table's row count before
-        and after, so recovery can tell whether a commit that died untagged happened.
-        `replaced_by` names the columns whose values the new rows replace (partitions of an
-        overwrite, keys of a merge); without them an overwrite replaces every row and an append
-        (`replaces_rows` false) none."""
-        before = self.logstore_row_count(old_relation)
-        if not replaces_rows:
-            replaced = 0
-        elif replaced_by:
-            if isinstance(replaced_by, str):
-                replaced_by = [replaced_by]
-            scoped = changes.scoped_to(
-                changes.ChangeInput(str(old_relation), ()), changes.ChangeInput(str(new_relation), ()),
-                tuple(replaced_by))
-            replaced = self.logstore_row_count(scoped.relation)
-        else:
-            replaced = before
-        intent = {names.INTENT_ROWS_BEFORE: str(before),
-                  names.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
-        sources = self._run_state().sources
-        if sources:
-            intent[names.SOURCES_INTENT] = sources
-        return intent
+        """The intent of an incremental commit (table_commit.intent_properties)."""
+        if isinstance(replaced_by, str):
+            replaced_by = [replaced_by]
+        return table_commit.intent_properties(self._catalog(), new_relation, old_relation, new_rows,
+                                              tuple(replaced_by or ()), replaces_rows,
+                                              self._run_state().sources)
 
     @available.parse_none
     def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,
                             topic_partitions: Optional[int] = None,
                             carry_from: Any = None, record_sources: bool = True) -> Dict[str, str]:
-        """Table properties of a commit: the log options, the change-set tag, the partition
-        count the records were placed with. A table that replaces `carry_from` carries on its
-        snapshot history (id, offsets), so snapshot ids stay monotonic across rebuilds."""
-        props: Dict[str, str] = {}
-        if carry_from is not None and carry_from.is_table:
-            old = self._table_properties(carry_from)
-            props.update({k: v for k, v in old.items() if k in commit_protocol.CARRIED})
-        props.update(log.table_properties())
-        if changeset_id:
-            props[names.COMMITTED] = changeset_id
-            sources = self._run_state().sources
-            if sources and record_sources:  # how far upstream logs were read: commits with it
-                props[names.SOURCES] = sources
-        if topic_partitions:
-            props[names.TOPIC_PARTITIONS] = str(topic_partitions)
-        return props
+        """Table properties of a commit (table_commit.commit_properties)."""
+        sources = self._run_state().sources if record_sources else None
+        return table_commit.commit_properties(self._catalog(), log, changeset_id, topic_partitions,
+                                              carry_from, sources)
 
     # --- downstream models reading upstream changes -------------------------------------
 
@@ -602,88 +378,21 @@ class LogstoreAdapter(SparkAdapter):
         """`logstore_changes(ref(...))`: land this run's range of the upstream's changes and
         return the temporary view over them (see source_changes.py). The position reached is
         recorded with this model's table when it commits."""
-        from dbt.adapters.logstore.kafka_config import consumer_config
-        from dbt.adapters.logstore.reader import ChangelogReader, ReaderError
-
         log = self.logstore_config(node)
-        if upstream_node is None:
-            raise DbtRuntimeError(f"Model '{log.model}': logstore_changes() takes a ref() to a "
-                                  f"model of this project, got {upstream_relation}.")
-        upstream_log = self.logstore_config(upstream_node)
-        if not upstream_log.enabled:
-            raise DbtRuntimeError(
-                f"Model '{log.model}': logstore_changes(ref('{upstream_log.model}')) needs "
-                f"'{upstream_log.model}' to have a log. Allowed: a model with 'log.system' set.")
-        materialized = _as_dict(_get(node, "config")).get("materialized")
-        if not log.enabled or materialized != "incremental":
-            raise DbtRuntimeError(
-                f"Model '{log.model}': logstore_changes() is for incremental models with a log "
-                f"('log.system'), whose commit records how far the upstream was read. Allowed: "
-                f"materialized='incremental' with 'log.system' set.")
-        upstream_id = f"{upstream_relation.schema}.{upstream_relation.identifier}"
+        upstream_log = self.logstore_config(upstream_node) if upstream_node is not None else None
+        source_landing.check_reads_upstream(log, _as_dict(_get(node, "config")).get("materialized"),
+                                            upstream_log, upstream_relation)
         this_props = {}
         existing = self.get_relation(this_relation.database, this_relation.schema, this_relation.identifier)
         if existing is not None and existing.is_table and not full_refresh:
             this_props = self._table_properties(existing)
-        sources = source_changes.parse_sources(this_props.get(names.SOURCES))
-        reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
-                                 upstream_id, **consumer_config(upstream_log))
-        upstream_props = self._table_properties(upstream_relation)
-        upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
-        try:
-            upstream_snapshot = commit_protocol.logged_snapshot(upstream_props, upstream_log.model)
-            plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
-                                                 reader.confirmations(), sources.get(upstream_id),
-                                                 upstream_snapshot)
-        except (ReaderError, commit_protocol.UnloggedCommit) as exc:
-            raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
-        raw_name = f"{this_relation.identifier}{names.SOURCE_RAW_INFIX}{upstream_relation.identifier}"
-        raw = this_relation.incorporate(path={"identifier": raw_name}, type="table")
-        self.execute(f"drop table if exists {raw}")
-        self.logstore_create(raw, source_changes.raw_table_ddl(str(raw)))
-        self._run_state().landed.append(str(raw))
-        columns = self.get_columns_in_relation(upstream_relation)
-        if plan.hybrid:
-            self.execute(source_changes.hybrid_rows_sql(
-                str(raw), str(upstream_relation), [c.name for c in columns], upstream_log.unique_key,
-                plan.to_snapshot, upstream_log.images))
-            now = self._table_properties(upstream_relation).get(names.SNAPSHOT_ID)
-            if int(now or 0) != plan.to_snapshot:
-                raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
-                                      f"committed while it was read; run again.")
-        elif plan.ranges:
-            self._land_ranges(plan, str(raw), upstream_log)
-        view = f"{this_relation.identifier}{names.SOURCE_VIEW_INFIX}{upstream_relation.identifier}"
-        self.execute(source_changes.changes_view_sql(
-            view, str(raw), [(c.name, c.dtype) for c in columns], upstream_log.unique_key, normalize,
-            upstream_log.images))
-        self._run_state().landed.append(f"view {view}")
-        sources[upstream_id] = plan.position(end)
-        self._run_state().sources = source_changes.dump_sources(sources)
-        logger.info(f"{log.model}: reading {upstream_log.model} "
-                    + ("as of its snapshot " if plan.hybrid else f"changes after snapshot {plan.from_snapshot} up to ")
-                    + str(plan.to_snapshot))
-        return view
-
-    def _land_ranges(self, plan: Any, raw: str, upstream_log: LogConfig) -> None:
-        from dbt.adapters.logstore.kafka_config import consumer_config
-
-        config = consumer_config(upstream_log)
-        handle = self.connections.get_thread_connection().handle
-        spark = active_spark(handle)
-        if spark is not None:  # Spark tasks, one per partition range
-            source_changes.raw_rows_in_spark(spark, plan, str(upstream_log.bootstrap_servers),
-                                             config).write.insertInto(raw)
-            return
-        # thrift: dbt reads the ranges and inserts them in batches
-        import itertools
-
-        rows = itertools.chain.from_iterable(
-            source_changes.read_range(str(upstream_log.bootstrap_servers), plan.topic, p, a, b,
-                                      plan.attempts, plan.upstream, config)
-            for p, a, b in plan.ranges)
-        for statement in source_changes.insert_batches_sql(raw, rows):
-            self.execute(statement)
+        columns = [(c.name, c.dtype) for c in self.get_columns_in_relation(upstream_relation)]
+        state = self._run_state()
+        landed = source_landing.land(
+            self._catalog(), self.connections.get_thread_connection().handle, log, upstream_log,
+            this_relation, this_props, upstream_relation, columns, normalize, drop_after=state.landed)
+        state.sources = landed.sources
+        return landed.view
 
     @available.parse_none
     def logstore_has_op_column(self, relation: Any) -> bool:
@@ -701,16 +410,8 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_settle_sources(self, relation: Any, changeset: str) -> None:
-        """Recovery of an incremental commit judged committed by its intent: the upstream
-        position it recorded as intended becomes the table's."""
-        props = self._table_properties(relation)
-        intended = props.get(names.SOURCES_INTENT)
-        if intended and props.get(names.INTENT) == changeset \
-                and props.get(names.COMMITTED) != changeset:
-            from dbt.adapters.logstore.encoding import sql_string
-
-            self.execute(f"alter table {relation} set tblproperties "
-                         f"({sql_string(names.SOURCES)} = {sql_string(intended)})")
+        """Recovery: an intended upstream position becomes the table's (table_commit)."""
+        table_commit.settle_sources(self._catalog(), relation, changeset)
 
     # --- dbt debug -----------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ A process killed inside `CREATE TABLE ... AS SELECT` leaves the table's director
 warehouse with no metastore entry, and Spark then refuses every later CREATE of that name with
 LOCATION_ALREADY_EXISTS: the model would be stuck until someone deleted the directory by hand.
 So the adapter creates its relations (staged rows, change sets, merged rows, landed upstream
-changes, the run lock) through `create_or_clear` in impl.py: on that error it removes the
+changes, the run lock) through `create_or_clear`: on that error it removes the
 directory and creates the relation again.
 
 Only what is certainly ours is removed: the relation's name carries names.RELATION_MARK, the
@@ -26,10 +26,11 @@ drop deletes its location.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import Any, List, Optional
 
+from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.encoding import sql_string
-from dbt.adapters.logstore.names import RELATION_MARK
+from dbt.adapters.logstore.names import GC_SUFFIX, RELATION_MARK, UNCOMMITTED_SUFFIX
 
 _LOCATION = re.compile(r"LOCATION_ALREADY_EXISTS.*?location '([^']+)'", re.S)
 
@@ -72,3 +73,40 @@ def removal_sql(gc_relation: str, location: str) -> List[str]:
         create,  # at its own (empty) directory again, so that its drop removes that too
         f"drop table {gc_relation}",
     ]
+
+
+def create_or_clear(catalog: Catalog, relation: Any, sql: str) -> None:
+    """Create one of the adapter's own relations with `sql`. If a killed run left that
+    relation's directory without a metastore entry, remove it and create again, saying what
+    was removed."""
+    try:
+        catalog.run(sql)
+    except Exception as exc:
+        identifier = getattr(relation, "identifier", None) or str(relation).rsplit(".", 1)[-1]
+        location = orphan_location(str(exc), identifier.strip("`"))
+        if location is None:
+            raise
+        logger.info(f"logstore: removing {location}, left behind by a run that was killed while "
+                    f"creating {relation} (it has no metastore entry)")
+        remove_directory(catalog, relation, location)
+        catalog.run(sql)
+
+
+def remove_directory(catalog: Catalog, relation: Any, location: str) -> None:
+    """Delete `location` through the metastore, with a scratch table named after `relation`."""
+    gc = f"{relation}{GC_SUFFIX}" if "`" not in str(relation) else str(relation)[:-1] + GC_SUFFIX + "`"
+    for statement in removal_sql(gc, location):
+        catalog.run(statement)
+
+
+def remove_uncommitted_output(catalog: Catalog, target_relation: Any) -> None:
+    """Remove what a killed INSERT into the model's table left for the next INSERT's job
+    commit to pick up."""
+    location = location_of(catalog.rows(f"describe table extended {target_relation}"))
+    if location is None:
+        return  # not a file-based table (nothing of a killed job can surface)
+    scratch = uncommitted_output(location)
+    logger.info(f"logstore: removing {scratch}, if present: the uncommitted output of the "
+                f"run that was killed in the table commit of {target_relation}")
+    own = target_relation.incorporate(path={"identifier": target_relation.identifier + UNCOMMITTED_SUFFIX})
+    remove_directory(catalog, own, scratch)

@@ -9,7 +9,7 @@ the same name fails), so the run that creates the lock table owns the model unti
 The lock is a lease: it names its owner (dbt invocation, host, pid, the process's start time),
 a random token, and when it expires. The owner renews it at the steps of the commit protocol
 (`renewed`), and before each step that changes the table or the log it checks that the lock
-still carries its token (`still_held`): an owner that was paused (SIGSTOP, a frozen VM) or slow
+still carries its token (`hold`): an owner that was paused (SIGSTOP, a frozen VM) or slow
 past its lease and lost the lock to another run stops there, changing nothing more; on the log
 side Kafka fences its transactional id as well. Another run takes a lock over when its owner
 certainly no longer runs (same host, pid gone) or its lease has expired, whatever the host.
@@ -21,10 +21,15 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore import leftovers
+from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.names import (
-    LOCK_EXPIRES, LOCK_HOST, LOCK_INVOCATION, LOCK_PID, LOCK_SINCE, LOCK_STARTED, LOCK_TOKEN,
+    LOCK_EXPIRES, LOCK_HOST, LOCK_INVOCATION, LOCK_PID, LOCK_SINCE, LOCK_STARTED, LOCK_SUFFIX,
+    LOCK_TOKEN,
 )
 
 # How long a lease lasts without renewal (profile field lock_lease_seconds).
@@ -137,3 +142,78 @@ def _when(expires_ms: int) -> str:
     if not expires_ms:
         return "never (a lock without a lease)"
     return time.strftime("at %Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_ms / 1000))
+
+
+# --- the lock, taken, checked, released ----------------------------------------------------
+
+def lock_relation(target_relation: Any) -> str:
+    return str(target_relation.incorporate(path={"identifier": f"{target_relation.identifier}{LOCK_SUFFIX}"}))
+
+
+def owner_of(catalog: Catalog, lock: str) -> Optional[LockOwner]:
+    """Who holds `lock`, or None when nobody does (no lock table)."""
+    try:
+        props = catalog.properties(lock)
+    except Exception:
+        return None
+    return LockOwner.from_properties(props)
+
+
+def take(catalog: Catalog, model: str, lock: str, owner: LockOwner) -> None:
+    """Take the model's run lock for `owner` or fail, naming the run that holds it. A lock whose
+    owner is certainly gone (LockOwner.is_gone) is taken over."""
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in owner.properties().items())
+    error: Optional[Exception] = None
+    for _ in range(3):
+        try:
+            leftovers.create_or_clear(catalog, lock, f"create table {lock} (held_by string) using parquet "
+                                                     f"tblproperties ({props})")
+            return
+        except Exception as exc:
+            held = owner_of(catalog, lock)
+            if held is None:  # not a lock conflict (or the lock was just released): retry
+                error = exc
+                continue
+            if not held.is_gone():
+                raise DbtRuntimeError(locked_message(model, lock, held)) from None
+            why = "whose lease expired" if held.expired() else "which ended without releasing it"
+            logger.info(f"{model}: taking over the lock of {held.describe()}, {why}")
+            catalog.run(f"drop table if exists {lock}")
+    raise DbtRuntimeError(f"Model '{model}': could not create its run lock {lock}: {error}")
+
+
+def hold(catalog: Catalog, model: str, lock: str, owner: LockOwner, lease_seconds: float) -> LockOwner:
+    """Before a step that changes the table or the log: the lock must still carry `owner`'s
+    token (a run paused past its lease has lost it, and stops here: LockLost); then its lease
+    is renewed when due. Returns the owner as the lock now names it."""
+    held = owner_of(catalog, lock)
+    if held is None or held.token != owner.token:
+        raise LockLost(lost_message(model, lock, held))
+    if not owner.due_for_renewal(lease_seconds):
+        return owner
+    owner = owner.renewed(lease_seconds)
+    catalog.run(f"alter table {lock} set tblproperties ('{LOCK_EXPIRES}' = '{owner.expires_ms}')")
+    return owner
+
+
+class LockLost(DbtRuntimeError):
+    """This run's lock is another run's now (or gone): the run stops."""
+
+
+def release(catalog: Catalog, lock: str, owner: Optional[LockOwner]) -> None:
+    """Drop `lock` unless another run has taken it over meanwhile."""
+    held = owner_of(catalog, lock)
+    if held is not None and owner is not None and held.token and held.token != owner.token:
+        return  # another run's lock now
+    try:
+        catalog.run(f"drop table if exists {lock}")
+    except Exception as exc:  # the run's own error (if any) matters more
+        logger.warning(f"could not release the run lock {lock}: {exc}; the next run on "
+                       f"this host takes it over")
+
+
+def unlock(catalog: Catalog, lock: str) -> str:
+    """Remove a model's run lock whoever holds it, naming its owner."""
+    held = owner_of(catalog, lock)
+    catalog.run(f"drop table if exists {lock}")
+    return f"removed the lock of {held.describe()}" if held else "no lock was held"

@@ -1,0 +1,67 @@
+"""The checks a logged run makes before its table commit, each failing with "Nothing was
+changed": a keyed log's one row per key, a change that fits in one Kafka record, a bare-rows
+log (`log.format: json`) given only inserts, a catalog that keeps renamed partitions."""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore import changes
+from dbt.adapters.logstore.catalog import Catalog
+from dbt.adapters.logstore.log_config import LogConfig
+
+
+def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
+                     marked_duplicates: bool = False) -> None:
+    """No key repeats (when the change set was built with mark_duplicates), every change fits in
+    one Kafka record, and `log.format: json` without upsert mode gets only inserts."""
+    summary = changes.change_set_summary(catalog.rows(changes.change_set_summary_sql(changes_relation))[0])
+    if marked_duplicates and log.keyed and summary.duplicates:
+        raise not_unique(log, [row[0] for row in catalog.rows(changes.marked_duplicates_sql(changes_relation))])
+    limit = int(log.client_properties.get("max.request.size", 1048576))
+    if summary.rows and summary.largest_size + changes.RECORD_OVERHEAD > limit:
+        raise DbtRuntimeError(
+            f"Model '{log.model}': the change of row key {summary.largest_key} is "
+            f"{summary.largest_size} bytes, more than one Kafka record may hold "
+            f"(max.request.size = {limit}). Allowed: records up to the limit; raise it with "
+            f"'kafka.max.request.size' (and the broker's message.max.bytes). Nothing was changed."
+        )
+    if log.format == "json" and not log.upsert and summary.non_inserts:
+        raise DbtRuntimeError(
+            f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which "
+            f"cannot express the {summary.non_inserts} updates/deletes of this run. Allowed: "
+            f"log.format 'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as "
+            f"tombstones), or 'log.ignore-delete' for insert-and-delete-only logs. Nothing "
+            f"was changed."
+        )
+
+
+def check_unique(catalog: Catalog, log: LogConfig, relation: str, appended_to: Optional[str] = None) -> None:
+    """A keyed log needs one row per key: fail before the commit if the new rows repeat a key,
+    or (append) bring a key the table already has."""
+    if not log.keyed:
+        return
+    checks = [changes.duplicate_keys_sql(relation, log.unique_key)]
+    if appended_to is not None:
+        checks.append(changes.existing_keys_sql(relation, appended_to, log.unique_key))
+    for sql in checks:
+        rows = catalog.rows(sql)
+        if rows:
+            raise not_unique(log, [row[0] for row in rows])
+
+
+def not_unique(log: LogConfig, examples: List[Any]) -> DbtRuntimeError:
+    return DbtRuntimeError(
+        f"Model '{log.model}': config 'unique_key' = {list(log.unique_key)} would not be "
+        f"unique in the table (repeated keys, e.g. {'; '.join(str(e) for e in examples)}). "
+        f"A logged model with a unique_key needs exactly one row per key. Nothing was changed."
+    )
+
+
+def in_memory_catalog_message(model: str) -> str:
+    return (f"Model '{model}': a partitioned logged model needs Spark's Hive catalog, and this "
+            f"session uses the in-memory one (spark.sql.catalogImplementation = in-memory), which "
+            f"loses the partitions of a renamed table: the model's commit renames its staged table "
+            f"in. Start the Spark session with Hive support (dbt-spark's session method does, "
+            f"unless a session was already running in this process). Nothing was changed.")

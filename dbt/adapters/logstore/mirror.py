@@ -1,0 +1,92 @@
+"""After the table commit: its change set written to the log as the table's next snapshot, by
+the driver (one writer, commit_protocol.write_change_set) or by Spark tasks (parallel_mirror),
+or, when a run recovers, the snapshot an earlier attempt already confirmed adopted."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from dbt.adapters.contracts.connection import AdapterResponse
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore import commit_protocol, parallel_mirror
+from dbt.adapters.logstore.catalog import Catalog, logger
+from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log_system import get_log_system
+from dbt.adapters.logstore.row_source import active_spark, iter_column_batches
+
+
+
+@dataclass
+class LogstoreAdapterResponse(AdapterResponse):
+    """dbt-spark's response plus what the log received (shown in run_results.json)."""
+
+    rows_mirrored: Optional[int] = None
+    topic: Optional[str] = None
+    log_offsets: Optional[Dict[str, List[int]]] = None
+    log_snapshot: Optional[int] = None
+    log_end_offsets: Optional[Dict[str, int]] = None
+    log_attempt: Optional[str] = None
+    log_seconds: Optional[float] = None  # from the table commit to the log commit
+    log_transactions: Optional[int] = None  # Kafka transactions the records took
+    log_longest_transaction_s: Optional[float] = None  # the longest of them, begin to commit
+
+
+def response(log: LogConfig, snapshot: commit_protocol.Snapshot, rows_affected: Optional[int],
+             seconds: float) -> LogstoreAdapterResponse:
+    """What a logged model's run reports (dbt's console line and run_results.json)."""
+    offsets = {str(p): [a, b - 1] for p, (a, b) in sorted(snapshot.written.items())}
+    ranges = ", ".join(f"p{p}:{a}-{b}" for p, (a, b) in offsets.items())
+    written = "" if rows_affected is None else f"{rows_affected} rows, "
+    return LogstoreAdapterResponse(
+        _message=f"OK, {written}mirrored {snapshot.records} records to {log.topic}"
+                 + (f" ({ranges})" if ranges else "") + f", snapshot {snapshot.id}",
+        rows_affected=rows_affected,
+        rows_mirrored=snapshot.records,
+        topic=log.topic,
+        log_offsets=offsets,  # inclusive [first, last] offset written per partition
+        log_snapshot=snapshot.id,
+        log_end_offsets={str(p): o for p, o in sorted(snapshot.end_offsets.items())},
+        log_attempt=snapshot.attempt,
+        log_seconds=round(seconds, 3),
+        log_transactions=snapshot.transactions,
+        log_longest_transaction_s=round(snapshot.longest_transaction_s, 3),
+    )
+
+
+def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_relation: str,
+                      target_relation: Any, changeset: str, recovering: bool = False,
+                      log_starts: bool = False) -> commit_protocol.Snapshot:
+    """The snapshot the table's committed change set (`changes_relation`) is in the log as.
+    `handle` is the model thread's dbt-spark connection handle (the rows' way out of Spark)."""
+    table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
+    previous = commit_protocol.Snapshot.from_properties(catalog.properties(target_relation))
+    if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
+        previous = commit_protocol.Snapshot(id=previous.id)
+    confirmed = (get_log_system(log.system).find_confirmation(log, table.writer_id, changeset)
+                 if recovering else None)
+    if confirmed is not None:
+        logger.info(f"{log.model}: change set {changeset} was already confirmed as snapshot "
+                    f"{confirmed['snapshot']}; not writing it again")
+        return commit_protocol.Snapshot.from_confirmation(confirmed)
+    spark = active_spark(handle) if log.parallelism > 1 else None
+    if log.parallelism > 1 and spark is None:
+        logger.info(f"{log.model}: 'log.mirror.parallelism' needs method: session; "
+                    f"streaming the change set through the cursor instead")
+    try:
+        if spark is not None:
+            return commit_protocol.write_change_set_parallel(
+                log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
+                previous, changeset)
+        return commit_protocol.write_change_set(
+            log, table,
+            lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
+            previous, changeset,
+            progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
+        )
+    except DbtRuntimeError as exc:
+        raise DbtRuntimeError(
+            f"{exc.msg} The table's change is committed and its change set "
+            f"{changes_relation} is kept: the next run of the model (or dbt "
+            f"run-operation logstore_recover --args '{{model: {log.model}}}') writes it "
+            f"to the log, once.") from exc

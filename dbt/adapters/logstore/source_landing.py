@@ -1,0 +1,110 @@
+"""A downstream run's range of an upstream log, landed (`logstore_changes(ref(...))`): which
+range (source_changes.plan_read over the upstream's confirmations), the landing table written
+(by Spark tasks with the session method, by dbt in batches with thrift), and the view over it.
+source_changes.py holds the SQL and the plan; this module runs them."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore import commit_protocol, leftovers, names, source_changes
+from dbt.adapters.logstore.catalog import Catalog, logger
+from dbt.adapters.logstore.kafka_config import consumer_config
+from dbt.adapters.logstore.log_config import LogConfig, continue_stored_shape
+from dbt.adapters.logstore.row_source import active_spark
+
+
+@dataclass(frozen=True)
+class Landed:
+    """The view a downstream run reads, and its positions in its upstreams' logs (to record
+    with its commit: names.SOURCES)."""
+
+    view: str
+    sources: str
+
+
+def check_reads_upstream(log: LogConfig, materialized: Optional[str],
+                         upstream_log: Optional[LogConfig], upstream_relation: Any) -> None:
+    """A model may read an upstream's changes when it is incremental with a log of its own
+    (whose commit records how far it read) and the upstream (a ref() of this project) has a log."""
+    if upstream_log is None:
+        raise DbtRuntimeError(f"Model '{log.model}': logstore_changes() takes a ref() to a "
+                              f"model of this project, got {upstream_relation}.")
+    if not upstream_log.enabled:
+        raise DbtRuntimeError(
+            f"Model '{log.model}': logstore_changes(ref('{upstream_log.model}')) needs "
+            f"'{upstream_log.model}' to have a log. Allowed: a model with 'log.system' set.")
+    if not log.enabled or materialized != "incremental":
+        raise DbtRuntimeError(
+            f"Model '{log.model}': logstore_changes() is for incremental models with a log "
+            f"('log.system'), whose commit records how far the upstream was read. Allowed: "
+            f"materialized='incremental' with 'log.system' set.")
+
+
+def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
+         this_relation: Any, this_props: Dict[str, str], upstream_relation: Any,
+         columns: Sequence[Tuple[str, str]], normalize: bool, drop_after: List[str]) -> Landed:
+    """Land this run's range of the upstream's changes. `this_props`: the downstream table's
+    properties (empty on its first run or a full refresh); `columns`: the upstream's (name,
+    type) pairs. Each relation it creates is added to `drop_after` as soon as it exists (as
+    dbt's post-model hook drops it: a table's name, or 'view <name>'), failure or not."""
+    from dbt.adapters.logstore.reader import ChangelogReader, ReaderError
+
+    upstream_id = f"{upstream_relation.schema}.{upstream_relation.identifier}"
+    sources = source_changes.parse_sources(this_props.get(names.SOURCES))
+    reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
+                             upstream_id, **consumer_config(upstream_log))
+    upstream_props = catalog.properties(upstream_relation)
+    upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
+    try:
+        upstream_snapshot = commit_protocol.logged_snapshot(upstream_props, upstream_log.model)
+        plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
+                                             reader.confirmations(), sources.get(upstream_id),
+                                             upstream_snapshot)
+    except (ReaderError, commit_protocol.UnloggedCommit) as exc:
+        raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
+    raw_name = f"{this_relation.identifier}{names.SOURCE_RAW_INFIX}{upstream_relation.identifier}"
+    raw = this_relation.incorporate(path={"identifier": raw_name}, type="table")
+    catalog.run(f"drop table if exists {raw}")
+    leftovers.create_or_clear(catalog, raw, source_changes.raw_table_ddl(str(raw)))
+    drop_after.append(str(raw))
+    names_only = [name for name, _ in columns]
+    if plan.hybrid:
+        catalog.run(source_changes.hybrid_rows_sql(
+            str(raw), str(upstream_relation), names_only, upstream_log.unique_key,
+            plan.to_snapshot, upstream_log.images))
+        now = catalog.properties(upstream_relation).get(names.SNAPSHOT_ID)
+        if int(now or 0) != plan.to_snapshot:
+            raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
+                                  f"committed while it was read; run again.")
+    elif plan.ranges:
+        _land_ranges(catalog, handle, plan, str(raw), upstream_log)
+    view = f"{this_relation.identifier}{names.SOURCE_VIEW_INFIX}{upstream_relation.identifier}"
+    catalog.run(source_changes.changes_view_sql(
+        view, str(raw), list(columns), upstream_log.unique_key, normalize, upstream_log.images))
+    drop_after.append(f"view {view}")
+    sources[upstream_id] = plan.position(end)
+    logger.info(f"{log.model}: reading {upstream_log.model} "
+                + ("as of its snapshot " if plan.hybrid else f"changes after snapshot {plan.from_snapshot} up to ")
+                + str(plan.to_snapshot))
+    return Landed(view, source_changes.dump_sources(sources))
+
+
+def _land_ranges(catalog: Catalog, handle: Any, plan: source_changes.ReadPlan, raw: str,
+                 upstream_log: LogConfig) -> None:
+    config = consumer_config(upstream_log)
+    spark = active_spark(handle)
+    if spark is not None:  # Spark tasks, one per partition range
+        source_changes.raw_rows_in_spark(spark, plan, str(upstream_log.bootstrap_servers),
+                                         config).write.insertInto(raw)
+        return
+    # thrift: dbt reads the ranges and inserts them in batches
+    rows = itertools.chain.from_iterable(
+        source_changes.read_range(str(upstream_log.bootstrap_servers), plan.topic, p, a, b,
+                                  plan.attempts, plan.upstream, config)
+        for p, a, b in plan.ranges)
+    for statement in source_changes.insert_batches_sql(raw, rows):
+        catalog.run(statement)

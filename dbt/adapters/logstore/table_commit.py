@@ -1,0 +1,88 @@
+"""What a logged table's properties record of its commits, written around the table commit and
+read back by recovery: the intent of an incremental commit (row counts before and after), the
+change-set tag and log options of a commit, the snapshot history a rebuilt table carries on,
+and the upstream positions a downstream commit records (docs/log-format.md, section 5)."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence
+
+from dbt.adapters.logstore import changes, commit_protocol, leftovers, names
+from dbt.adapters.logstore.catalog import Catalog
+from dbt.adapters.logstore.encoding import sql_string
+from dbt.adapters.logstore.log_config import LogConfig
+
+
+def pending_changeset(catalog: Catalog, changes_relation: Any, target_relation: Any,
+                      log_starts: bool = False) -> Optional[str]:
+    """The id of a change set a failed run committed but did not finish logging, if any.
+    None when the log starts now (a new topic): it begins with the table's current rows,
+    whatever the failed run committed, so nothing needs judging."""
+    changes_props = catalog.properties(changes_relation)
+    table_props = catalog.properties(target_relation) if target_relation else {}
+    row_count = None
+    if table_props.get(names.INTENT) == changes_props.get(names.CHANGESET_ID):
+        # the run died in its table commit: what it had not committed must never surface
+        leftovers.remove_uncommitted_output(catalog, target_relation)
+        if not log_starts:
+            row_count = catalog.row_count(target_relation)
+    if log_starts:
+        return None
+    if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":
+        return changes_props[names.CHANGESET_ID]
+    return None
+
+
+def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, new_rows: int,
+                      replaced_by: Sequence[str] = (), replaces_rows: bool = True,
+                      sources: Optional[str] = None) -> Dict[str, str]:
+    """The intent of an incremental commit: the table's row count before and after, so recovery
+    can tell whether a commit that died untagged happened. `replaced_by` names the columns whose
+    values the new rows replace (partitions of an overwrite, keys of a merge); without them an
+    overwrite replaces every row and an append (`replaces_rows` false) none. `sources`: the
+    upstream positions the commit records, if it reads upstream changes."""
+    before = catalog.row_count(old_relation)
+    if not replaces_rows:
+        replaced = 0
+    elif replaced_by:
+        scoped = changes.scoped_to(
+            changes.ChangeInput(str(old_relation), ()), changes.ChangeInput(str(new_relation), ()),
+            tuple(replaced_by))
+        replaced = catalog.row_count(scoped.relation)
+    else:
+        replaced = before
+    intent = {names.INTENT_ROWS_BEFORE: str(before),
+              names.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
+    if sources:
+        intent[names.SOURCES_INTENT] = sources
+    return intent
+
+
+def commit_properties(catalog: Catalog, log: LogConfig, changeset_id: Optional[str] = None,
+                      topic_partitions: Optional[int] = None, carry_from: Any = None,
+                      sources: Optional[str] = None) -> Dict[str, str]:
+    """Table properties of a commit: the log options, the change-set tag (with the upstream
+    positions read, `sources`), the partition count the records were placed with. A table that
+    replaces `carry_from` carries on its snapshot history (id, offsets), so snapshot ids stay
+    monotonic across rebuilds."""
+    props: Dict[str, str] = {}
+    if carry_from is not None and carry_from.is_table:
+        old = catalog.properties(carry_from)
+        props.update({k: v for k, v in old.items() if k in commit_protocol.CARRIED})
+    props.update(log.table_properties())
+    if changeset_id:
+        props[names.COMMITTED] = changeset_id
+        if sources:  # how far upstream logs were read: commits with it
+            props[names.SOURCES] = sources
+    if topic_partitions:
+        props[names.TOPIC_PARTITIONS] = str(topic_partitions)
+    return props
+
+
+def settle_sources(catalog: Catalog, relation: Any, changeset: str) -> None:
+    """Recovery of an incremental commit judged committed by its intent: the upstream position
+    it recorded as intended becomes the table's."""
+    props = catalog.properties(relation)
+    intended = props.get(names.SOURCES_INTENT)
+    if intended and props.get(names.INTENT) == changeset and props.get(names.COMMITTED) != changeset:
+        catalog.run(f"alter table {relation} set tblproperties "
+                    f"({sql_string(names.SOURCES)} = {sql_string(intended)})")
