@@ -8,7 +8,6 @@ import time
 import pytest
 
 from dbt.adapters.logstore import commit_protocol, faults, log_system
-from dbt.adapters.logstore.log_config import _servers
 from dbt.adapters.logstore.commit_protocol import (
     CARRIED,
     CHANGESET_ID,
@@ -495,13 +494,6 @@ def test_same_cluster_listed_differently_is_not_a_new_log(servers):
     assert log_is_new(log, stored(), 3) is False
 
 
-def test_servers_are_a_set_of_trimmed_names():
-    assert _servers("b1:9092,b2:9092") == _servers(" b2:9092 , b1:9092,") == frozenset(
-        {"b1:9092", "b2:9092"})
-    assert _servers(None) == _servers("") == _servers(" , ") == frozenset()
-    assert _servers("b1:9092") != _servers("b1:9093")
-
-
 # --- property and header names -------------------------------------------------------------
 
 
@@ -835,7 +827,6 @@ def test_no_crash_without_fault_injection(fake_system, crash_log):
 
 from dbt_common.exceptions import DbtRuntimeError as _RuntimeError  # noqa: E402
 
-from dbt.adapters.logstore.log_config import _servers
 from dbt.adapters.logstore.commit_protocol import (  # noqa: E402
     INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, recovery_action as _action)
 

@@ -4,7 +4,6 @@ import pytest
 from dbt.adapters.logstore.log_config import (
     CONTROL_TOPIC_SUFFIX,
     LogConfig,
-    continue_stored_shape,
     LogConfigError,
     ModelRef,
     control_topic_for,
@@ -440,41 +439,6 @@ def test_decimal_as_plain_number():
     assert resolve({"log.system": "kafka", "log.encode.decimal-as-plain-number": True}).images.plain_decimals
     assert not resolve({"log.system": "kafka"}).images.plain_decimals
     assert "true, false" in error_of({"log.system": "kafka", "log_encode_decimal_as_plain_number": "yes"})
-
-
-# --- a log that goes on keeps its shape ------------------------------------------------------
-
-STORED = {"log.system": "kafka", "kafka.topic": "analytics.orders", "kafka.bootstrap.servers": SERVERS}
-
-
-def test_continuing_log_keeps_the_0_1_keyed_shape_under_auto():
-    log = resolve({"log.system": "kafka", "unique_key": "id"})
-    kept, warnings = continue_stored_shape(log, {**STORED, "log.changelog-mode": "upsert"})
-    assert kept.changelog_mode == "upsert" and kept.upsert
-    assert kept.timestamp_standard == "ISO-8601"  # recorded before the option existed
-    assert any("Flink's debezium-json cannot read" in w and "new 'kafka.topic'" in w for w in warnings)
-    assert any("ISO-8601" in w for w in warnings)
-
-
-def test_continuing_log_with_recorded_shape_has_nothing_to_say():
-    log = resolve({"log.system": "kafka", "unique_key": "id"})
-    props = {**STORED, "log.changelog-mode": "all", "log.timestamp-format.standard": "SQL"}
-    assert continue_stored_shape(log, props) == (log, [])
-
-
-def test_new_topic_takes_the_new_defaults():
-    log = resolve({"log.system": "kafka", "unique_key": "id", "kafka.topic": "other"})
-    kept, warnings = continue_stored_shape(log, {**STORED, "log.changelog-mode": "upsert"})
-    assert kept.changelog_mode == "all" and warnings == []
-
-
-def test_explicit_change_of_a_recorded_shape_is_an_error():
-    log = resolve({"log.system": "kafka", "unique_key": "id", "log.changelog-mode": "all"})
-    with pytest.raises(LogConfigError, match="changed from 'upsert' to 'all'"):
-        continue_stored_shape(log, {**STORED, "log.changelog-mode": "upsert"})
-    log = resolve({"log.system": "kafka", "log.timestamp-format.standard": "SQL"})
-    with pytest.raises(LogConfigError, match="changed from 'ISO-8601' to 'SQL'"):
-        continue_stored_shape(log, {**STORED, "log.changelog-mode": "all"})
 
 
 def test_upsert_without_key_fails():

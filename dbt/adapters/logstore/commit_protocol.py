@@ -34,7 +34,8 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, quote_identifier
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, continues_log
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+from dbt.adapters.logstore.log_continuation import continues_log
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
 from dbt.adapters.logstore.names import (
     CHANGE_COLUMNS, CHANGESET_ID, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE,
@@ -98,7 +99,7 @@ def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions:
 
     A log that continues must keep its meaning: the same record key and format, and the same
     topic partition count, or a key's records would land in two partitions (Paimon #815, #4763).
-    (Its changelog mode and timestamp standard are kept by log_config.continue_stored_shape.)
+    (Its changelog mode and timestamp standard are kept by log_continuation.continue_stored_shape.)
     """
     if not continues_log(log, table_props):
         return True

@@ -197,7 +197,7 @@ class RecordEncoder:
     | debezium-json / upsert | `c`, after  | `u`, after, before null   | tombstone                   |
 
     The last line is the shape keyed logs had by default in 0.1; it is only written to
-    topics that already hold it (see log_config.continue_stored_shape).
+    topics that already hold it (see log_continuation.continue_stored_shape).
     """
 
     envelope: EnvelopeWriter

@@ -25,9 +25,8 @@ from dbt.adapters.logstore import (
 )
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
-from dbt.adapters.logstore.log_config import (
-    LogConfig, LogConfigError, ModelRef, continue_stored_shape, resolve_log_config,
-)
+from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.log_continuation import continue_stored_shape
 from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import active_spark
 
@@ -226,7 +225,7 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_continue_log(self, log: LogConfig, target_relation: Any) -> LogConfig:
         """The options this run writes with: a log that goes on keeps the shape its table
-        recorded where the model leaves it to a default (log_config.continue_stored_shape)."""
+        recorded where the model leaves it to a default (log_continuation.continue_stored_shape)."""
         existing = self.get_relation(target_relation.database, target_relation.schema,
                                      target_relation.identifier)
         if existing is None or not existing.is_table:

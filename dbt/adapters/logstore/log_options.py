@@ -1,0 +1,252 @@
+"""The log options' vocabulary and readers: every option's spellings, defaults and allowed
+values, `LogConfigError`, and the readers that turn one raw option into a typed value or an error.
+
+Every option is accepted in Paimon's dotted spelling (`log.system`), in dbt's underscored
+spelling (`log_system`) and, where Amoro has one, in Amoro's spelling (`log-store.topic`), from
+`config()`, `dbt_project.yml` or schema yml. Further Kafka client properties pass through with
+their prefix stripped (`kafka.linger.ms`, Amoro's `properties.linger.ms`), and topic settings
+for creation come from `kafka.topic-config.*`. The readers (`_choice`, `_boolean`, ...) are
+called by log_config.resolve_log_config; every error names the model, the key, the value and
+what is allowed.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from dbt_common.exceptions import DbtConfigError
+
+from dbt.adapters.logstore.encoding import TIMESTAMP_SQL, TIMESTAMP_STANDARDS
+
+LOG_SYSTEMS = ("none", "kafka")
+CONSISTENCIES = ("transactional", "eventual")
+CHANGELOG_MODES = ("auto", "all", "upsert")
+FORMATS = ("debezium-json", "json")
+KEY_FORMATS = ("json",)
+EMIT_MODES = ("file,log",)
+KAFKA_CLIENTS = ("kafka-python", "confluent")
+LOGGABLE_MATERIALIZATIONS = ("table", "incremental")
+LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge")
+# dbt's `merge` options that Spark's MERGE applies but the logged change set (changes.py: full
+# rows, scoped by unique_key alone) and the upsert by rewrite do not: with one of them set, the
+# log would record changes the table did not make. `predicates` is dbt's older spelling of
+# `incremental_predicates`. Refused on a logged merge model until the change set honours them.
+MERGE_ONLY_OPTIONS: Dict[str, str] = {
+    "merge_update_columns": "the MERGE updates only the listed columns of a matched row, while "
+                            "the log records the whole new row",
+    "merge_exclude_columns": "the MERGE leaves the excluded columns of a matched row as they "
+                             "were, while the log records the whole new row",
+    "incremental_predicates": "the MERGE matches only the rows its predicates select (a key they "
+                              "leave out gets a second row), while the log matches by unique_key "
+                              "alone and records an update",
+    "predicates": "the MERGE matches only the rows its predicates select (a key they leave out "
+                  "gets a second row), while the log matches by unique_key alone and records "
+                  "an update",
+}
+
+# canonical key -> every other spelling of it (dbt's, Amoro's)
+SPELLINGS: Dict[str, Tuple[str, ...]] = {
+    "log.system": ("log_system",),
+    "kafka.topic": ("kafka_topic", "log-store.topic"),
+    "kafka.bootstrap.servers": ("kafka_bootstrap_servers", "log-store.address"),
+    "log.consistency": ("log_consistency",),
+    "log.changelog-mode": ("log_changelog_mode",),
+    "log.format": ("log_format",),
+    "log.key.format": ("log_key_format",),
+    "log.ignore-delete": ("log_ignore_delete",),
+    "log.system.partitions": ("log_system_partitions",),
+    "log.system.replication": ("log_system_replication",),
+    "mixed-format.emit.mode": ("mixed_format_emit_mode",),
+    "log.mirror.parallelism": ("log_mirror_parallelism",),
+    "log.timestamp-format.standard": ("log_timestamp_format_standard",),
+    "log.encode.decimal-as-plain-number": ("log_encode_decimal_as_plain_number",),
+}
+# Amoro's switch: `log-store.enabled: true` (with `log-store.type`, default kafka) = log.system.
+AMORO_ENABLED, AMORO_TYPE = "log-store.enabled", "log-store.type"
+
+DEFAULTS: Dict[str, Any] = {
+    "log.system": "none",
+    "log.consistency": "transactional",
+    "log.changelog-mode": "auto",
+    "log.format": "debezium-json",
+    "log.key.format": "json",
+    "log.ignore-delete": False,
+    "log.system.partitions": 1,
+    "log.system.replication": 1,
+    "mixed-format.emit.mode": "file,log",
+    "log.mirror.parallelism": 1,
+    "log.timestamp-format.standard": TIMESTAMP_SQL,
+    "log.encode.decimal-as-plain-number": False,
+}
+# Spark tasks that write one change set in parallel (session method); 1 = the driver streams it.
+MAX_PARALLELISM = 1024
+
+CLIENT_PREFIXES = ("kafka.", "properties.")  # Paimon's and Amoro's pass-through prefixes
+TOPIC_CONFIG_PREFIX = "kafka.topic-config."
+# Prefixes that belong to this adapter: a key under them that is not known is a typo.
+OWN_PREFIXES = ("log.", "log_", "log-store.", "mixed-format.", "mixed_format_")
+
+
+class LogConfigError(DbtConfigError):
+    """A log option is invalid; the message names model, key, value and what is allowed."""
+
+
+def _fail(model: str, key: str, value: Any, allowed: str) -> LogConfigError:
+    return LogConfigError(
+        f"Model '{model}': invalid value {value!r} for config '{key}'. Allowed: {allowed}."
+    )
+
+
+def _given(raw: Mapping[str, Any], key: str) -> bool:
+    return raw.get(key) is not None
+
+
+def _lookup(model: str, raw: Mapping[str, Any], key: str) -> Any:
+    """Read one option in any of its spellings; the same option given twice must agree."""
+    given = [(k, raw[k]) for k in (key,) + SPELLINGS.get(key, ()) if _given(raw, k)]
+    for other, value in given[1:]:
+        if str(value) != str(given[0][1]):
+            raise LogConfigError(
+                f"Model '{model}': config '{given[0][0]}' = {given[0][1]!r} conflicts with "
+                f"'{other}' = {value!r}. Give the option once (any one spelling)."
+            )
+    return given[0][1] if given else DEFAULTS.get(key)
+
+
+def _choice(model: str, raw: Mapping[str, Any], key: str, allowed: Tuple[str, ...]) -> str:
+    value = str(_lookup(model, raw, key)).strip().lower()
+    if value not in allowed:
+        raise _fail(model, key, value, ", ".join(allowed))
+    return value
+
+
+def _boolean(model: str, raw: Mapping[str, Any], key: str) -> bool:
+    value = _lookup(model, raw, key)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise _fail(model, key, value, "true, false")
+    return text == "true"
+
+
+def _positive_int(model: str, key: str, value: Any) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise _fail(model, key, value, "a positive integer") from None
+    if number < 1:
+        raise _fail(model, key, value, "a positive integer")
+    return number
+
+
+def _parallelism(model: str, raw: Mapping[str, Any]) -> int:
+    value = _lookup(model, raw, "log.mirror.parallelism")
+    allowed = f"an integer from 1 to {MAX_PARALLELISM} (1: the driver writes the change set)"
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise _fail(model, "log.mirror.parallelism", value, allowed) from None
+    if isinstance(value, bool) or not 1 <= number <= MAX_PARALLELISM:
+        raise _fail(model, "log.mirror.parallelism", value, allowed)
+    return number
+
+
+def _client(model: str, value: Optional[str]) -> str:
+    client = str(value or "kafka-python").strip().lower()
+    if client not in KAFKA_CLIENTS:
+        raise LogConfigError(
+            f"Model '{model}': invalid value {value!r} for profile field 'kafka_client'. "
+            f"Allowed: {', '.join(KAFKA_CLIENTS)} (confluent needs pip install "
+            f"'dbt-logstore[confluent]').")
+    return client
+
+
+def _unique_key(model: str, value: Any) -> Tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise _fail(model, "unique_key", value, "a column name or a list of column names")
+
+
+def _system(model: str, raw: Mapping[str, Any]) -> str:
+    system = _choice(model, raw, "log.system", LOG_SYSTEMS)
+    if not _given(raw, AMORO_ENABLED):
+        if _given(raw, AMORO_TYPE):
+            raise LogConfigError(f"Model '{model}': config '{AMORO_TYPE}' needs "
+                                 f"'{AMORO_ENABLED}: true' (or use 'log.system').")
+        return system
+    enabled = _boolean(model, raw, AMORO_ENABLED)
+    amoro = str(raw.get(AMORO_TYPE) or "kafka").strip().lower() if enabled else "none"
+    if amoro not in LOG_SYSTEMS:
+        raise _fail(model, AMORO_TYPE, amoro, "kafka")
+    if _given(raw, "log.system") or _given(raw, "log_system"):
+        if amoro != system:
+            raise LogConfigError(
+                f"Model '{model}': config '{AMORO_ENABLED}' ({raw[AMORO_ENABLED]!r}) conflicts "
+                f"with 'log.system' = {system!r}. Give the option once.")
+    return amoro
+
+
+def _timestamp_standard(model: str, raw: Mapping[str, Any]) -> str:
+    value = str(_lookup(model, raw, "log.timestamp-format.standard")).strip().upper()
+    if value not in TIMESTAMP_STANDARDS:
+        raise _fail(model, "log.timestamp-format.standard", value, ", ".join(TIMESTAMP_STANDARDS))
+    return value
+
+
+def _is_set(value: Any) -> bool:
+    """Whether a dbt option is actually given: None, '' and an empty list leave it unset."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, (list, tuple, dict, set)):
+        return bool(value)
+    return True
+
+
+def _refuse_merge_only_options(model: str, system: str, raw: Mapping[str, Any]) -> None:
+    for key, reason in MERGE_ONLY_OPTIONS.items():
+        if _is_set(raw.get(key)):
+            raise LogConfigError(
+                f"Model '{model}': config '{key}' = {raw[key]!r} is not supported on a logged "
+                f"incremental_strategy='merge' model (log.system = '{system}'): the log would "
+                f"record changes the MERGE does not make ({reason}). Allowed: leave it unset, "
+                f"or turn the log off for this model (log.system: none).")
+
+
+def _check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
+    known = set(SPELLINGS) | {s for spellings in SPELLINGS.values() for s in spellings}
+    known |= {AMORO_ENABLED, AMORO_TYPE}
+    for key in raw:
+        if key.startswith(OWN_PREFIXES) and key not in known:
+            allowed = ", ".join(sorted(k for k in known if k.startswith(key.split(".")[0][:3])))
+            raise LogConfigError(f"Model '{model}': unknown config key '{key}'. Allowed: {allowed}.")
+
+
+def _pass_through(model: str, raw: Mapping[str, Any],
+                  profile_properties: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """Client properties (`kafka.*`, `properties.*`, prefix stripped) and topic settings."""
+    client: Dict[str, str] = dict(profile_properties)
+    from_model: Dict[str, str] = {}
+    topic_config: Dict[str, str] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        if key.startswith(TOPIC_CONFIG_PREFIX):
+            topic_config[key[len(TOPIC_CONFIG_PREFIX):]] = str(value)
+            continue
+        prefix = next((p for p in CLIENT_PREFIXES if key.startswith(p)), None)
+        if prefix is None or key in SPELLINGS:
+            continue
+        name = key[len(prefix):]
+        if name in from_model and str(from_model[name]) != str(value):
+            raise LogConfigError(
+                f"Model '{model}': Kafka property '{name}' is given twice with different values "
+                f"('kafka.{name}' and 'properties.{name}'). Give it once.")
+        from_model[name] = str(value)
+    client.update(from_model)  # the model's own setting wins over the profile default
+    return client, topic_config
