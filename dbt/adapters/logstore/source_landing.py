@@ -13,7 +13,8 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import commit_protocol, leftovers, names, source_changes
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.kafka_config import consumer_config
-from dbt.adapters.logstore.log_config import LogConfig, continue_stored_shape
+from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log_continuation import continue_stored_shape
 from dbt.adapters.logstore.row_source import active_spark
 
 
