@@ -6,8 +6,9 @@ from collections import namedtuple
 import pytest
 
 from dbt.adapters.logstore import reader as reader_module
+from dbt.adapters.logstore.control_records import Confirmation
 from dbt.adapters.logstore.reader import (
-    ChangelogReader, ChangeRecord, Confirmation, Normalizer, ReaderError, StartPoint, start_after,
+    ChangelogReader, ChangeRecord, Normalizer, ReaderError, StartPoint, start_after,
 )
 
 TP = namedtuple("TP", "topic partition")

@@ -25,10 +25,10 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from dbt.adapters.logstore.control_records import Confirmation
 from dbt.adapters.logstore.encoding import is_tombstone_after_delete
 from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
 
-Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
 ENVELOPE_FIELDS = {"before", "after", "op", "ts_ms", "source"}
 START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full")
 
@@ -47,48 +47,6 @@ class ChangeRecord:
     after: Optional[Dict[str, Any]]
     ts_ms: int
     snapshot: int = 0
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """One control record: a committed write attempt of one snapshot."""
-
-    table: str
-    snapshot: int
-    attempt: str
-    offsets: Dict[int, Tuple[int, int]]  # partition -> (first, last), inclusive
-    end_offsets: Dict[int, int]
-    ts_ms: int
-    records: int = 0
-    # a parallel attempt: per writer (its H_WRITER header), its own ranges
-    writers: Optional[Dict[str, Dict[int, Tuple[int, int]]]] = None
-
-    @classmethod
-    def from_json(cls, value: Dict[str, Any]) -> "Confirmation":
-        writers = value.get("writers")
-        return cls(table=value["table"], snapshot=int(value["snapshot"]), attempt=value["attempt"],
-                   offsets={int(p): (a, b) for p, (a, b) in value["offsets"].items()},
-                   end_offsets={int(p): int(o) for p, o in value.get("end_offsets", {}).items()},
-                   ts_ms=int(value.get("ts_ms", 0)), records=int(value.get("records", 0)),
-                   writers=None if writers is None else {
-                       w: {int(p): (a, b) for p, (a, b) in r.items()} for w, r in writers.items()})
-
-    def ranges(self) -> Dict[Writer, Dict[int, Tuple[int, int]]]:
-        """What it confirms, per (attempt, writer): a record of a parallel attempt is delivered
-        only within its own writer's range, so a retried Spark task's records are not
-        delivered twice."""
-        if self.writers is not None:
-            return {(self.attempt, w): dict(r) for w, r in self.writers.items()}
-        return {(self.attempt, None): dict(self.offsets)}
-
-    def confirms(self, partition: int, offset: int, writer: Optional[str]) -> bool:
-        """Called per record: looks up the one range it needs, builds nothing."""
-        if self.writers is not None:
-            ranges = self.writers.get(writer or "", {})
-        else:
-            ranges = self.offsets if writer is None else {}
-        first, last = ranges.get(partition, (1, 0))
-        return first <= offset <= last
 
 
 @dataclass(frozen=True)
@@ -208,7 +166,7 @@ class ChangelogReader:
             consumer.seek_to_beginning(control)
             found: Dict[int, Confirmation] = {}
             for msg in _until_end(consumer, [control], idle_seconds, timeout_seconds):
-                c = Confirmation.from_json(json.loads(msg.value))
+                c = Confirmation.from_record(msg.value)
                 if self.table in (None, c.table):
                     found.setdefault(c.snapshot, c)
             return [found[s] for s in sorted(found)]
@@ -258,7 +216,7 @@ class ChangelogReader:
             if batches:
                 idle_since = time.monotonic()
             for msg in batches.get(control, []):
-                c = Confirmation.from_json(json.loads(msg.value))
+                c = Confirmation.from_record(msg.value)
                 if self.table in (None, c.table):
                     attempts.setdefault(c.attempt, c)
                     newest = max(newest, c.snapshot)
