@@ -245,7 +245,7 @@ def log_value(value: Any, data_type: Any) -> Any:
 
 def compare(spark: Any, model: str, table: str, topic: str, key: Sequence[str],
             records: List[Any]) -> bool:
-    from dbt.adapters.logstore.reader import Replica
+    from dbt.adapters.logstore.replay import Replica
 
     replica = Replica()
     for record in records:  # partition order is kept, so every key's changes are in order
@@ -273,7 +273,7 @@ def compare(spark: Any, model: str, table: str, topic: str, key: Sequence[str],
 
     print(f"\n{model}: table {table} in Spark ({len(table_rows)} rows)")
     print_table(columns, [[cell(v) for v in r] for r in table_rows])
-    print(f"{model}: replayed from topic {topic} with reader.Replica ({len(log_rows)} rows)")
+    print(f"{model}: replayed from topic {topic} with replay.Replica ({len(log_rows)} rows)")
     print_table(columns, [[cell(v) for v in r] for r in log_rows])
 
     only_table = [r for r in table_rows if r not in log_rows]

@@ -7,7 +7,7 @@ import pytest
 from dbt.adapters.logstore import cli, reader
 from dbt.adapters.logstore.broker import DEFAULT_HOST, DEFAULT_PORT, free_port
 from dbt.adapters.logstore.cli import build_parser, main
-from dbt.adapters.logstore.reader import ChangeRecord
+from dbt.adapters.logstore.replay import ChangeRecord
 
 
 def test_parse_broker_start():

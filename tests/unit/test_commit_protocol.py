@@ -23,13 +23,13 @@ from dbt.adapters.logstore.commit_protocol import (
     TOPIC_PARTITIONS,
     Snapshot,
     TableRef,
-    confirmation_record,
     log_is_new,
     parse_properties,
     prepare_log,
     recovery_action,
 )
 from dbt.adapters.logstore.commit_protocol import write_change_set as write_records
+from dbt.adapters.logstore.control_records import confirmation_record
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
 

@@ -17,7 +17,7 @@ from dbt.adapters.logstore.kafka_log import KafkaLogSystem
 from dbt.adapters.logstore.kafka_python_writer import KafkaLogWriter
 from dbt.adapters.logstore.names import task_writer_id
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
-from dbt.adapters.logstore.reader import Confirmation
+from dbt.adapters.logstore.control_records import Confirmation
 from tests.unit.test_commit_protocol import (  # noqa: F401
     CHANGESET, LOG, ROWS, TABLE, FakeWriter, fake_system, records_of,
 )

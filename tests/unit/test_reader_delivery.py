@@ -6,8 +6,9 @@ from collections import namedtuple
 import pytest
 
 from dbt.adapters.logstore import reader as reader_module
+from dbt.adapters.logstore.control_records import Confirmation
 from dbt.adapters.logstore.reader import (
-    ChangelogReader, ChangeRecord, Confirmation, Normalizer, ReaderError, StartPoint, start_after,
+    ChangelogReader, ReaderError, StartPoint, start_after,
 )
 
 TP = namedtuple("TP", "topic partition")
@@ -161,20 +162,6 @@ def test_unknown_start_points(text):
 def test_latest_full_needs_the_table():
     with pytest.raises(ReaderError, match="hybrid_read"):
         list(reader_module.read_changelog("h:9", TOPIC, start="latest-full"))
-
-
-def rec(op, key, before=None, after=None):
-    return ChangeRecord(0, 0, key, op, before, after, 0)
-
-
-def test_normalizer_gives_upsert_logs_real_before_images_and_drops_repeats():
-    records = [rec("c", {"id": 1}, after={"v": 1}), rec("c", {"id": 1}, after={"v": 2}),
-               rec("u", {"id": 1}, after={"v": 2}),  # a retry's repeat
-               rec("d", {"id": 1}), rec("d", {"id": 1}),  # tombstone twice
-               rec("c", None, after={"v": 9})]  # keyless passes through
-    out = [(r.op, r.before, r.after) for r in Normalizer().apply(records)]
-    assert out == [("c", None, {"v": 1}), ("u", {"v": 1}, {"v": 2}), ("d", {"v": 2}, None),
-                   ("c", None, {"v": 9})]
 
 
 def test_a_parallel_attempt_is_delivered_only_within_each_writers_range():

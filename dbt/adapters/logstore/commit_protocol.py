@@ -10,8 +10,9 @@
    intent: the change set and the row counts before and after).
 4. The change set is streamed to the log as the table's next snapshot: every record carries
    headers naming table, snapshot, change set and write attempt, and a confirmation record in
-   the control topic `<topic>` + CONTROL_TOPIC_SUFFIX states what the attempt wrote. One Kafka
-   transaction holds both for `transactional`; an idempotent producer writes them for `eventual`.
+   the control topic `<topic>` + CONTROL_TOPIC_SUFFIX (control_records.py) states what the
+   attempt wrote. One Kafka transaction holds both for `transactional`; an idempotent producer
+   writes them for `eventual`.
 5. The table is tagged `MIRRORED = <id>` with the snapshot id and the log offsets after it,
    and the change table dropped.
 
@@ -33,6 +34,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.control_records import confirmation_record, parse_control_record
 from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, quote_identifier
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_continuation import continues_log
@@ -158,31 +160,6 @@ class Snapshot:
                 SNAPSHOT_ATTEMPT: self.attempt or ""}
 
 
-def confirmation_record(log: LogConfig, table: TableRef, snapshot_id: int, changeset: str,
-                        attempt: str, previous: Snapshot, result: WriteResult,
-                        writers: Optional[Mapping[str, WriteResult]] = None) -> Tuple[bytes, bytes]:
-    """The control-topic record confirming one committed write attempt (see docs/log-format.md).
-    `writers`: for a parallel attempt, what each writer (Spark task attempt) wrote."""
-    end_offsets = dict(previous.end_offsets)
-    end_offsets.update({p: nxt for p, (_, nxt) in result.offsets.items()})
-    value: Dict[str, Any] = {
-        "table": table.writer_id, "topic": log.topic, "snapshot": snapshot_id,
-        "changeset": changeset, "attempt": attempt, "records": result.records,
-        "offsets": _ranges(result),
-        "end_offsets": {str(p): o for p, o in sorted(end_offsets.items())},
-        "ts_ms": int(time.time() * 1000),
-        "transactions": result.transactions,
-    }
-    if writers is not None:
-        value["writers"] = {name: _ranges(w) for name, w in sorted(writers.items())}
-    return table.writer_id.encode(), json.dumps(value, separators=(",", ":")).encode()
-
-
-def _ranges(result: WriteResult) -> Dict[str, list]:
-    """Per partition, the inclusive [first, last] offsets a write acknowledged."""
-    return {str(p): [a, b - 1] for p, (a, b) in sorted(result.offsets.items())}
-
-
 @dataclass(frozen=True)
 class Attempt:
     """One attempt to write a change set: everything a writer of it needs (the driver, or each
@@ -279,7 +256,7 @@ def write_change_set(
     def confirm(result: WriteResult) -> Tuple[bytes, bytes]:
         key, value = confirmation_record(log, table, attempt.snapshot_id, changeset,
                                          attempt.attempt, previous, result)
-        confirmation.update(json.loads(value))
+        confirmation.update(parse_control_record(value))
         return key, value
 
     try:
@@ -339,7 +316,7 @@ def write_change_set_parallel(
         def confirm(_: WriteResult) -> Tuple[bytes, bytes]:
             key, value = confirmation_record(log, table, attempt.snapshot_id, changeset,
                                              attempt.attempt, previous, total, writers)
-            confirmation.update(json.loads(value))
+            confirmation.update(parse_control_record(value))
             return key, value
 
         coordinator_result = coordinator.commit(confirm)

@@ -3,12 +3,12 @@ crash, and a writer per commit on the profile's Kafka client (kafka_python_write
 confluent_writer; their settings in kafka_config)."""
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Dict, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.logstore.control_records import parse_control_record
 from dbt.adapters.logstore.kafka_config import (
     ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config, consumer_config,
 )
@@ -146,7 +146,7 @@ class KafkaLogSystem(LogSystem):
                 except KafkaError as exc:
                     raise _unreachable(log, exc) from exc
                 for record in batches.get(partition, []):
-                    value = json.loads(record.value)
+                    value = parse_control_record(record.value)
                     if value.get("table") == table_id and value.get("changeset") == changeset:
                         found = value
                 highwater = consumer.highwater(partition)  # None until the first fetch answers

@@ -6,6 +6,9 @@ delivered when a control record confirms its attempt (and its offset lies in the
 range), dropped when another attempt of its snapshot or a later snapshot is confirmed, and held
 back until then. Within a partition records are delivered in offset order.
 
+The control records it reads are decoded by control_records.py; what it delivers (ChangeRecord)
+and what a consumer does with it (normalize by key, replay into a replica) is replay.py.
+
 Start points (`StartPoint.parse`):
   earliest      every change from the log's start
   latest        only changes committed after the reader starts (with follow)
@@ -23,72 +26,19 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from dbt.adapters.logstore.control_records import Confirmation
 from dbt.adapters.logstore.encoding import is_tombstone_after_delete
 from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
+from dbt.adapters.logstore.replay import ChangeRecord, Normalizer
 
-Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
 ENVELOPE_FIELDS = {"before", "after", "op", "ts_ms", "source"}
 START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full")
 
 
 class ReaderError(ValueError):
     """A start point or a read that cannot be served (the message says what is allowed)."""
-
-
-@dataclass(frozen=True)
-class ChangeRecord:
-    partition: int
-    offset: int
-    key: Optional[Dict[str, Any]]
-    op: str  # c insert, u update, d delete, r a row of the table snapshot (hybrid read)
-    before: Optional[Dict[str, Any]]
-    after: Optional[Dict[str, Any]]
-    ts_ms: int
-    snapshot: int = 0
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """One control record: a committed write attempt of one snapshot."""
-
-    table: str
-    snapshot: int
-    attempt: str
-    offsets: Dict[int, Tuple[int, int]]  # partition -> (first, last), inclusive
-    end_offsets: Dict[int, int]
-    ts_ms: int
-    records: int = 0
-    # a parallel attempt: per writer (its H_WRITER header), its own ranges
-    writers: Optional[Dict[str, Dict[int, Tuple[int, int]]]] = None
-
-    @classmethod
-    def from_json(cls, value: Dict[str, Any]) -> "Confirmation":
-        writers = value.get("writers")
-        return cls(table=value["table"], snapshot=int(value["snapshot"]), attempt=value["attempt"],
-                   offsets={int(p): (a, b) for p, (a, b) in value["offsets"].items()},
-                   end_offsets={int(p): int(o) for p, o in value.get("end_offsets", {}).items()},
-                   ts_ms=int(value.get("ts_ms", 0)), records=int(value.get("records", 0)),
-                   writers=None if writers is None else {
-                       w: {int(p): (a, b) for p, (a, b) in r.items()} for w, r in writers.items()})
-
-    def ranges(self) -> Dict[Writer, Dict[int, Tuple[int, int]]]:
-        """What it confirms, per (attempt, writer): a record of a parallel attempt is delivered
-        only within its own writer's range, so a retried Spark task's records are not
-        delivered twice."""
-        if self.writers is not None:
-            return {(self.attempt, w): dict(r) for w, r in self.writers.items()}
-        return {(self.attempt, None): dict(self.offsets)}
-
-    def confirms(self, partition: int, offset: int, writer: Optional[str]) -> bool:
-        """Called per record: looks up the one range it needs, builds nothing."""
-        if self.writers is not None:
-            ranges = self.writers.get(writer or "", {})
-        else:
-            ranges = self.offsets if writer is None else {}
-        first, last = ranges.get(partition, (1, 0))
-        return first <= offset <= last
 
 
 @dataclass(frozen=True)
@@ -208,7 +158,7 @@ class ChangelogReader:
             consumer.seek_to_beginning(control)
             found: Dict[int, Confirmation] = {}
             for msg in _until_end(consumer, [control], idle_seconds, timeout_seconds):
-                c = Confirmation.from_json(json.loads(msg.value))
+                c = Confirmation.from_record(msg.value)
                 if self.table in (None, c.table):
                     found.setdefault(c.snapshot, c)
             return [found[s] for s in sorted(found)]
@@ -258,7 +208,7 @@ class ChangelogReader:
             if batches:
                 idle_since = time.monotonic()
             for msg in batches.get(control, []):
-                c = Confirmation.from_json(json.loads(msg.value))
+                c = Confirmation.from_record(msg.value)
                 if self.table in (None, c.table):
                     attempts.setdefault(c.attempt, c)
                     newest = max(newest, c.snapshot)
@@ -355,73 +305,3 @@ def hybrid_read(table_rows: Iterable[Tuple[Optional[Dict[str, Any]], Dict[str, A
                                   after_snapshot=after, from_offsets=offsets)
 
     return Normalizer().apply(records()) if normalize else records()
-
-
-class Normalizer:
-    """Proper changes for upsert and eventual logs: by key, the first image is an insert, a
-    changed image an update with its real before image, an unchanged one (a retry's repeat)
-    nothing, a delete of a known key a delete with its before image. Holds one row per key,
-    as any changelog normalization must."""
-
-    def __init__(self) -> None:
-        self._rows: Dict[str, Dict[str, Any]] = {}
-
-    @staticmethod
-    def _key(record: ChangeRecord) -> str:
-        return json.dumps(record.key, sort_keys=True, default=str)
-
-    def apply(self, records: Iterable[ChangeRecord]) -> Iterator[ChangeRecord]:
-        from dataclasses import replace
-
-        for record in records:
-            if record.key is None:  # keyless: nothing to normalize by
-                yield record
-                continue
-            key = self._key(record)
-            old = self._rows.get(key)
-            if record.op == "d":
-                if old is not None:
-                    del self._rows[key]
-                    yield replace(record, before=old)
-            elif old is None:
-                self._rows[key] = record.after or {}
-                yield replace(record, op="r" if record.op == "r" else "c", before=None)
-            elif old != record.after:
-                self._rows[key] = record.after or {}
-                yield replace(record, op="u", before=old)
-
-
-class Replica:
-    """Applies change records in order: insert/update upsert by key (or add a row when the log
-    is keyless), delete removes the key (or one equal row). With `columns` (the consumer's
-    column list, e.g. the table's current one), every image is read against it, as
-    docs/log-format.md ("Row images across schema changes") says: a column the image lacks is
-    null, a field not in `columns` is ignored."""
-
-    def __init__(self, columns: Optional[Sequence[str]] = None) -> None:
-        self._keyed: Dict[str, Dict[str, Any]] = {}
-        self._keyless: List[Dict[str, Any]] = []
-        self._columns = None if columns is None else list(columns)
-
-    @staticmethod
-    def _key(key: Any) -> str:
-        return json.dumps(key, sort_keys=True, default=str)
-
-    def _shape(self, image: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-        if self._columns is None:
-            return image or {}
-        return {column: (image or {}).get(column) for column in self._columns}
-
-    def apply(self, record: ChangeRecord) -> None:
-        if record.key is not None:
-            if record.op == "d":
-                self._keyed.pop(self._key(record.key), None)
-            else:
-                self._keyed[self._key(record.key)] = self._shape(record.after)
-        elif record.op == "d":
-            self._keyless.remove(self._shape(record.before))  # ValueError: a row it never had
-        else:
-            self._keyless.append(self._shape(record.after))
-
-    def rows(self) -> List[Dict[str, Any]]:
-        return list(self._keyed.values()) + list(self._keyless)

@@ -73,7 +73,7 @@ class ReadPlan:
 def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
               position: Optional[SourcePosition], upstream_snapshot: int) -> Tuple[ReadPlan, Dict[int, int]]:
     """The range to read and the offsets to record after it. `confirmations` are the upstream
-    log's (reader.Confirmation, snapshot order); `upstream_snapshot` its table's current one."""
+    log's (control_records.Confirmation, snapshot order); `upstream_snapshot` its table's current one."""
     from dbt.adapters.logstore.reader import ReaderError
 
     if position is not None and position.topic != topic:

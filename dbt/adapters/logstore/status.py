@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Optional
 from dbt.adapters.logstore import commit_protocol, names
 from dbt.adapters.logstore.kafka_config import consumer_config
 from dbt.adapters.logstore.project import DbtProject, LoggedModel
-from dbt.adapters.logstore.reader import ChangelogReader, Replica
+from dbt.adapters.logstore.reader import ChangelogReader
+from dbt.adapters.logstore.replay import Replica
 
 
 @dataclass
