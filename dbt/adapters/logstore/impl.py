@@ -25,7 +25,9 @@ from dbt.adapters.logstore import (
 )
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.log_config import (
+    LogConfig, ModelRef, check_all, node_config, resolve_log_config,
+)
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
 from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import active_spark
@@ -41,23 +43,6 @@ class ModelRunState:
     landed: List[str] = field(default_factory=list)
 
 
-def _as_dict(value: Any) -> Dict[str, Any]:
-    """Node configs reach us as dicts at run time and as config objects at parse time."""
-    if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return dict(value)
-    if hasattr(value, "to_dict"):
-        return value.to_dict(omit_none=True)
-    return dict(value)
-
-
-def _get(node: Any, key: str, default: Any = None) -> Any:
-    if isinstance(node, Mapping):
-        return node.get(key, default)
-    return getattr(node, key, default)
-
-
 class LogstoreAdapter(SparkAdapter):
     ConnectionManager = LogstoreConnectionManager  # type: ignore[assignment]
 
@@ -70,18 +55,9 @@ class LogstoreAdapter(SparkAdapter):
     @available
     def logstore_config(self, node: Any) -> LogConfig:
         """The validated log options of a model (raises a clear error on bad input)."""
-        raw = _as_dict(_get(node, "config"))
-        ref = ModelRef(
-            name=str(_get(node, "name")),
-            schema=str(_get(node, "schema")),
-            alias=str(_get(node, "alias") or _get(node, "name")),
-            materialized=str(raw.get("materialized")),
-            incremental_strategy=raw.get("incremental_strategy"),
-            language=str(_get(node, "language") or "sql"),
-        )
         creds = self.config.credentials
         return resolve_log_config(
-            ref, raw,
+            ModelRef.from_node(node), node_config(node),
             profile_bootstrap_servers=getattr(creds, "kafka_bootstrap_servers", None),
             profile_properties=getattr(creds, "kafka_properties", None),
             profile_client=getattr(creds, "kafka_client", None),
@@ -113,22 +89,7 @@ class LogstoreAdapter(SparkAdapter):
         super().set_macro_resolver(macro_resolver)
         nodes = getattr(macro_resolver, "nodes", None)
         if nodes:
-            self._validate_nodes(nodes.values())
-
-    def _validate_nodes(self, nodes: Any) -> None:
-        errors = []
-        for node in sorted(nodes, key=lambda n: str(_get(n, "unique_id"))):
-            if _get(node, "config") is None:
-                continue
-            try:
-                self.logstore_config(node)
-            except LogConfigError as exc:
-                errors.append(str(exc.msg))
-        if len(errors) == 1:
-            raise LogConfigError(errors[0])
-        if errors:
-            raise LogConfigError(f"{len(errors)} models have an invalid log configuration:\n"
-                                 + "\n".join(f"- {e}" for e in errors))
+            check_all(nodes.values(), self.logstore_config)
 
     # --- one run at a time per model ----------------------------------------------------
 
@@ -379,7 +340,7 @@ class LogstoreAdapter(SparkAdapter):
         recorded with this model's table when it commits."""
         log = self.logstore_config(node)
         upstream_log = self.logstore_config(upstream_node) if upstream_node is not None else None
-        source_landing.check_reads_upstream(log, _as_dict(_get(node, "config")).get("materialized"),
+        source_landing.check_reads_upstream(log, node_config(node).get("materialized"),
                                             upstream_log, upstream_relation)
         this_props = {}
         existing = self.get_relation(this_relation.database, this_relation.schema, this_relation.identifier)

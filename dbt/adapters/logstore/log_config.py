@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.encoding import TIMESTAMP_SQL, JsonImages
 from dbt.adapters.logstore.log_options import (
@@ -40,6 +40,55 @@ class ModelRef:
     materialized: str
     incremental_strategy: Optional[str] = None
     language: str = "sql"
+
+    @classmethod
+    def from_node(cls, node: Any) -> "ModelRef":
+        """A dbt node (a manifest object at parse time, a dict in a model's context)."""
+        raw = node_config(node)
+        return cls(
+            name=str(node_field(node, "name")),
+            schema=str(node_field(node, "schema")),
+            alias=str(node_field(node, "alias") or node_field(node, "name")),
+            materialized=str(raw.get("materialized")),
+            incremental_strategy=raw.get("incremental_strategy"),
+            language=str(node_field(node, "language") or "sql"),
+        )
+
+
+def node_field(node: Any, key: str, default: Any = None) -> Any:
+    if isinstance(node, Mapping):
+        return node.get(key, default)
+    return getattr(node, key, default)
+
+
+def node_config(node: Any) -> Dict[str, Any]:
+    """A node's config: a dict at run time, a config object at parse time."""
+    value = node_field(node, "config")
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    if hasattr(value, "to_dict"):
+        return value.to_dict(omit_none=True)
+    return dict(value)
+
+
+def check_all(nodes: Iterable[Any], resolve: Callable[[Any], Any]) -> None:
+    """Resolve the log options of every node with a config, and fail naming every model whose
+    options are bad, in one error (so a project is fixed in one pass)."""
+    errors = []
+    for node in sorted(nodes, key=lambda n: str(node_field(n, "unique_id"))):
+        if node_field(node, "config") is None:
+            continue
+        try:
+            resolve(node)
+        except LogConfigError as exc:
+            errors.append(str(exc.msg))
+    if len(errors) == 1:
+        raise LogConfigError(errors[0])
+    if errors:
+        raise LogConfigError(f"{len(errors)} models have an invalid log configuration:\n"
+                             + "\n".join(f"- {e}" for e in errors))
 
 
 @dataclass(frozen=True)
