@@ -238,6 +238,46 @@ class Attempt:
         return count
 
 
+def _written(writer: LogWriter, send: Callable[[], Any],
+             confirm: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]] = None) -> WriteResult:
+    """Run `send` (the records onto `writer`) and commit the writer, with the confirmation
+    `confirm` renders; on any failure the writer aborts (nothing of it commits, in
+    transactional mode) and the failure goes on."""
+    try:
+        send()
+        return writer.commit(confirm)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _confirmation(attempt: Attempt, previous: Snapshot, into: Dict[str, Any],
+                  writers: Optional[Mapping[str, WriteResult]] = None
+                  ) -> Callable[[WriteResult], Tuple[bytes, bytes]]:
+    """What a writer's commit calls for the attempt's confirmation record, once every record is
+    acknowledged: the record, also kept decoded in `into`. `writers` (a parallel attempt): what
+    each task wrote, confirmed in place of what the confirming writer itself wrote (nothing)."""
+    def confirm(result: WriteResult) -> Tuple[bytes, bytes]:
+        if writers is not None:
+            result = _all_of(str(attempt.log.topic), writers.values())
+        key, value = confirmation_record(attempt.log, attempt.table, attempt.snapshot_id,
+                                         attempt.changeset, attempt.attempt, previous, result, writers)
+        into.update(parse_control_record(value))
+        return key, value
+    return confirm
+
+
+def _all_of(topic: str, results: Iterable[WriteResult]) -> WriteResult:
+    total = WriteResult(topic=topic, transactions=0)
+    for result in results:
+        total.records += result.records
+        total.transactions += result.transactions
+        for p, (first, nxt) in result.offsets.items():
+            total.acknowledge(p, first)
+            total.acknowledge(p, nxt - 1)
+    return total
+
+
 def write_change_set(
     log: LogConfig,
     table: TableRef,
@@ -252,19 +292,8 @@ def write_change_set(
     attempt = Attempt.new(log, table, previous, changeset)
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}
-
-    def confirm(result: WriteResult) -> Tuple[bytes, bytes]:
-        key, value = confirmation_record(log, table, attempt.snapshot_id, changeset,
-                                         attempt.attempt, previous, result)
-        confirmation.update(parse_control_record(value))
-        return key, value
-
-    try:
-        attempt.send_batches(writer, records(attempt), progress=progress)
-        result = writer.commit(confirm)
-    except BaseException:
-        writer.abort()
-        raise
+    result = _written(writer, lambda: attempt.send_batches(writer, records(attempt), progress=progress),
+                      _confirmation(attempt, previous, confirmation))
     faults.maybe_crash("after_log_commit")
     return replace(Snapshot.from_confirmation(confirmation),
                    longest_transaction_s=result.longest_transaction_s)
@@ -278,13 +307,7 @@ def write_task_share(attempt: Attempt, task: int, task_attempt: int,
     name = task_writer_name(task, task_attempt)
     writer = get_log_system(attempt.log.system).open_writer(
         attempt.log, task_writer_id(attempt.table.writer_id, task))
-    try:
-        attempt.send_batches(writer, batches, writer_name=name)
-        result = writer.commit(None)
-    except BaseException:
-        writer.abort()
-        raise
-    return name, result
+    return name, _written(writer, lambda: attempt.send_batches(writer, batches, writer_name=name))
 
 
 def write_change_set_parallel(
@@ -303,26 +326,9 @@ def write_change_set_parallel(
     # The table's writer first: it fences a dead driver of an earlier run of this table.
     coordinator = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}
-    try:
-        writers = dict(run_tasks(attempt))
-        total = WriteResult(topic=str(log.topic), transactions=0)
-        for result in writers.values():
-            total.records += result.records
-            total.transactions += result.transactions
-            for p, (first, nxt) in result.offsets.items():
-                total.acknowledge(p, first)
-                total.acknowledge(p, nxt - 1)
-
-        def confirm(_: WriteResult) -> Tuple[bytes, bytes]:
-            key, value = confirmation_record(log, table, attempt.snapshot_id, changeset,
-                                             attempt.attempt, previous, total, writers)
-            confirmation.update(parse_control_record(value))
-            return key, value
-
-        coordinator_result = coordinator.commit(confirm)
-    except BaseException:
-        coordinator.abort()
-        raise
+    writers: Dict[str, WriteResult] = {}
+    coordinator_result = _written(coordinator, lambda: writers.update(run_tasks(attempt)),
+                                  _confirmation(attempt, previous, confirmation, writers))
     faults.maybe_crash("after_log_commit")
     longest = max([coordinator_result.longest_transaction_s]
                   + [w.longest_transaction_s for w in writers.values()])
