@@ -1,9 +1,10 @@
-"""What the plain modules (run_lock, leftovers, mirror) need of dbt's adapter: statements on the
-model thread's connection, their rows, a table's properties and row count. The adapter hands
-one over (LogstoreAdapter._catalog), so those modules never see dbt's adapter machinery."""
+"""What the plain modules (run_lock, leftovers, mirror, table_commit, ...) need of dbt's adapter:
+statements on the model thread's connection, their rows, a table's properties, row count and
+columns, a relation looked up by name. The adapter hands one over (LogstoreAdapter._catalog), so
+those modules never see dbt's adapter machinery."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from dbt.adapters.events.logging import AdapterLogger
 
@@ -14,8 +15,10 @@ logger = AdapterLogger("logstore")
 
 
 class Catalog:
-    def __init__(self, execute: Callable[..., Any]) -> None:
-        self._execute = execute  # dbt's adapter.execute(sql, fetch=...)
+    def __init__(self, execute: Callable[..., Any], get_relation: Optional[Callable[..., Any]] = None,
+                 get_columns: Optional[Callable[[Any], Any]] = None) -> None:
+        # dbt's adapter.execute(sql, fetch=...), get_relation, get_columns_in_relation
+        self._execute, self._get_relation, self._get_columns = execute, get_relation, get_columns
 
     def run(self, sql: str) -> None:
         self._execute(sql)
@@ -30,3 +33,11 @@ class Catalog:
 
     def row_count(self, relation: Any) -> int:
         return int(self.rows(f"select count(*) from {relation}")[0][0])
+
+    def columns(self, relation: Any) -> List[Tuple[str, str]]:
+        """(name, Spark type) of each column."""
+        return [(c.name, c.dtype) for c in self._get_columns(relation)]
+
+    def sibling(self, relation: Any, identifier: str) -> Optional[Any]:
+        """The relation `identifier` in `relation`'s schema, if it exists."""
+        return self._get_relation(relation.database, relation.schema, identifier)

@@ -21,7 +21,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
     change_checks, changes, commit_protocol, faults, leftovers, mirror, names, row_source, run_lock,
-    source_landing, table_commit,
+    source_changes, source_landing, table_commit,
 )
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
@@ -94,7 +94,7 @@ class LogstoreAdapter(SparkAdapter):
     # --- one run at a time per model ----------------------------------------------------
 
     def _catalog(self) -> Catalog:
-        return Catalog(self.execute)
+        return Catalog(self.execute, self.get_relation, self.get_columns_in_relation)
 
     @available.parse_none
     def logstore_lock(self, log: LogConfig, target_relation: Any, invocation_id: str) -> str:
@@ -298,17 +298,8 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any:
-        """The staged table a failed run had tagged and was renaming into the place of the old
-        table it had just dropped, if any: its rows are committed and must be put in place."""
-        changeset = self._table_properties(changes_relation).get(names.CHANGESET_ID)
-        for suffix in names.STAGED_SUFFIXES.values():
-            staged = self.get_relation(
-                target_relation.database, target_relation.schema,
-                f"{target_relation.identifier}{suffix}")
-            if staged is not None and changeset and \
-                    self._table_properties(staged).get(names.COMMITTED) == changeset:
-                return staged
-        return None
+        """A committed staged table a failed run was renaming in (table_commit)."""
+        return table_commit.interrupted_swap(self._catalog(), changes_relation, target_relation)
 
     @available.parse_none
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
@@ -342,31 +333,22 @@ class LogstoreAdapter(SparkAdapter):
         upstream_log = self.logstore_config(upstream_node) if upstream_node is not None else None
         source_landing.check_reads_upstream(log, node_config(node).get("materialized"),
                                             upstream_log, upstream_relation)
-        this_props = {}
-        existing = self.get_relation(this_relation.database, this_relation.schema, this_relation.identifier)
-        if existing is not None and existing.is_table and not full_refresh:
-            this_props = self._table_properties(existing)
-        columns = [(c.name, c.dtype) for c in self.get_columns_in_relation(upstream_relation)]
         state = self._run_state()
         landed = source_landing.land(
             self._catalog(), self.connections.get_thread_connection().handle, log, upstream_log,
-            this_relation, this_props, upstream_relation, columns, normalize, drop_after=state.landed)
+            this_relation, upstream_relation, normalize, full_refresh, drop_after=state.landed)
         state.sources = landed.sources
         return landed.view
 
     @available.parse_none
     def logstore_has_op_column(self, relation: Any) -> bool:
-        """Whether a model's rows carry names.VIEW_OP_COLUMN (from logstore_changes): then a
-        merge deletes the keys whose op is 'd' and upserts the rest."""
-        return names.VIEW_OP_COLUMN in self._column_names(relation)
+        """Whether a model's rows come from logstore_changes (source_changes.has_op_column)."""
+        return source_changes.has_op_column(self._column_names(relation))
 
     @available.parse_none
     def logstore_upserts_sql(self, relation: Any) -> str:
-        """The rows of `relation` to keep (op other than 'd'), without the columns under
-        names.VIEW_COLUMN_PREFIX."""
-        cols = [c for c in self._column_names(relation) if not c.startswith(names.VIEW_COLUMN_PREFIX)]
-        kept = ", ".join(f"`{c}`" for c in cols)
-        return f"select {kept} from {relation} where {names.VIEW_OP_COLUMN} <> 'd'"
+        """The rows of `relation` a merge upserts (source_changes.upserts_sql)."""
+        return source_changes.upserts_sql(str(relation), self._column_names(relation))
 
     @available.parse_none
     def logstore_settle_sources(self, relation: Any, changeset: str) -> None:

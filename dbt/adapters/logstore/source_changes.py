@@ -24,7 +24,8 @@ from dbt.adapters.logstore.encoding import (
     DEFAULT_IMAGES, JsonImages, is_tombstone_after_delete, quote_identifier, sql_string,
 )
 from dbt.adapters.logstore.names import (
-    H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER, SCRATCH_RANK, VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN,
+    H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER, SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN,
+    VIEW_SNAPSHOT_COLUMN,
 )
 
 
@@ -218,3 +219,16 @@ def hybrid_rows_sql(raw_relation: str, upstream_relation: str, columns: Sequence
     key = images.object_sql(unique_key) if unique_key else "cast(null as string)"
     return (f"insert into {raw_relation} select 'r', 'b', {key}, {images.object_sql(columns)}, "
             f"{int(snapshot)}, -1, -1 from {upstream_relation}")
+
+
+def has_op_column(columns: Sequence[str]) -> bool:
+    """Whether a model's rows (`columns`) carry VIEW_OP_COLUMN (from logstore_changes): then a
+    merge deletes the keys whose op is 'd' and upserts the rest."""
+    return VIEW_OP_COLUMN in columns
+
+
+def upserts_sql(relation: str, columns: Sequence[str]) -> str:
+    """The rows of `relation` to keep (op other than 'd'), without the columns under
+    VIEW_COLUMN_PREFIX."""
+    kept = ", ".join(quote_identifier(c) for c in columns if not c.startswith(VIEW_COLUMN_PREFIX))
+    return f"select {kept} from {relation} where {VIEW_OP_COLUMN} <> 'd'"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -46,15 +46,19 @@ def check_reads_upstream(log: LogConfig, materialized: Optional[str],
 
 
 def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
-         this_relation: Any, this_props: Dict[str, str], upstream_relation: Any,
-         columns: Sequence[Tuple[str, str]], normalize: bool, drop_after: List[str]) -> Landed:
-    """Land this run's range of the upstream's changes. `this_props`: the downstream table's
-    properties (empty on its first run or a full refresh); `columns`: the upstream's (name,
-    type) pairs. Each relation it creates is added to `drop_after` as soon as it exists (as
-    dbt's post-model hook drops it: a table's name, or 'view <name>'), failure or not."""
+         this_relation: Any, upstream_relation: Any, normalize: bool, full_refresh: bool,
+         drop_after: List[str]) -> Landed:
+    """Land this run's range of the upstream's changes: from the position the downstream table
+    recorded (none on its first run or a full refresh). Each relation it creates is added to
+    `drop_after` as soon as it exists (as dbt's post-model hook drops it: a table's name, or
+    'view <name>'), failure or not."""
     from dbt.adapters.logstore.reader import ChangelogReader, ReaderError
 
     upstream_id = f"{upstream_relation.schema}.{upstream_relation.identifier}"
+    existing = catalog.sibling(this_relation, this_relation.identifier)
+    this_props = catalog.properties(existing) if existing is not None and existing.is_table \
+        and not full_refresh else {}
+    columns = catalog.columns(upstream_relation)
     sources = source_changes.parse_sources(this_props.get(names.SOURCES))
     reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
                              upstream_id, **consumer_config(upstream_log))

@@ -86,3 +86,14 @@ def settle_sources(catalog: Catalog, relation: Any, changeset: str) -> None:
     if intended and props.get(names.INTENT) == changeset and props.get(names.COMMITTED) != changeset:
         catalog.run(f"alter table {relation} set tblproperties "
                     f"({sql_string(names.SOURCES)} = {sql_string(intended)})")
+
+
+def interrupted_swap(catalog: Catalog, changes_relation: Any, target_relation: Any) -> Optional[Any]:
+    """The staged table a failed run had tagged and was renaming into the place of the old
+    table it had just dropped, if any: its rows are committed and must be put in place."""
+    changeset = catalog.properties(changes_relation).get(names.CHANGESET_ID)
+    for suffix in names.STAGED_SUFFIXES.values():
+        staged = catalog.sibling(target_relation, f"{target_relation.identifier}{suffix}")
+        if staged is not None and changeset and catalog.properties(staged).get(names.COMMITTED) == changeset:
+            return staged
+    return None
