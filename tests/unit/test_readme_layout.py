@@ -1,0 +1,32 @@
+"""README's Layout table matches the tree: it names every module of the package, and every path
+it names exists (a row may name siblings of its first path by file name alone)."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "dbt" / "adapters" / "logstore"
+
+
+def layout_rows():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Layout\n"):]
+    section = section[:section.index("\n## ", 1)]
+    return [line for line in section.splitlines() if line.startswith("| `")]
+
+
+def named_paths(row):
+    where = row.split(" | ")[0]
+    names = re.findall(r"`([^`]+)`", where)
+    first = Path(names[0])
+    return [first] + [first.parent / name if "/" not in name else Path(name) for name in names[1:]]
+
+
+def test_every_module_of_the_package_is_in_the_layout_table():
+    named = {path.name for row in layout_rows() for path in named_paths(row)}
+    modules = {p.name for p in PACKAGE.glob("*.py") if not p.name.startswith("__")}
+    assert not modules - named, f"add to README's Layout table: {sorted(modules - named)}"
+
+
+def test_every_path_in_the_layout_table_exists():
+    missing = [str(path) for row in layout_rows() for path in named_paths(row) if not (ROOT / path).exists()]
+    assert not missing, f"README's Layout table names paths that do not exist: {missing}"
