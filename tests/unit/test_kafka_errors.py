@@ -81,3 +81,21 @@ def test_kafka_logs_go_to_dbt_not_the_console(capsys):
     captured = capsys.readouterr()
     assert "Bootstrap failed" not in captured.err and "Bootstrap failed" not in captured.out
     assert logging.getLogger("kafka").propagate is False
+
+
+def test_an_earlier_failures_warnings_do_not_name_a_later_failure(monkeypatch):
+    import logging
+
+    from dbt.adapters.logstore import kafka_errors
+
+    bridge_kafka_logs()
+    now = [1000.0]
+    monkeypatch.setattr(kafka_errors.time, "monotonic", lambda: now[0])
+    logging.getLogger("kafka.conn").error("SSLCertVerificationError: certificate verify failed")
+    first = kafka_failure("a", "b1:9092", BOOTSTRAP)
+    assert "certificate could not be verified" in str(first)
+    second = kafka_failure("b", "b1:9092", BOOTSTRAP)  # the lines went with the first failure
+    assert "unreachable" in str(second)
+    logging.getLogger("kafka.conn").error("SSLCertVerificationError: certificate verify failed")
+    now[0] += kafka_errors._Bridge.FRESH_S + 1  # a minute later: about something else
+    assert "unreachable" in str(kafka_failure("c", "b1:9092", BOOTSTRAP))

@@ -4,7 +4,8 @@ kafka-python reports the real cause of a failed connection (bad credentials, a c
 cannot verify, a TLS handshake that fails) only in its log, and then raises a bare
 "Unable to bootstrap". So its loggers are bridged into dbt's logger at debug level (never
 raw on the console), the recent warnings and errors are kept, and `kafka_failure` names the
-cause from the exception and those lines together: one error line with the model, the cause
+cause from the exception and those lines together (lines of the last minute only, each used for
+one failure: a later failure of another model must not be named after an earlier one's cause): one error line with the model, the cause
 and the setting to check. Passwords never reach a message: kafka-python does not log them,
 and nothing here prints client properties.
 """
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Deque, Iterable, List, Optional
+from typing import Deque, Iterable, List, Optional, Tuple
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
@@ -27,9 +29,13 @@ _dbt_logger = AdapterLogger("logstore.kafka")
 class _Bridge(logging.Handler):
     """kafka-python's log records -> dbt's debug log, the warnings and errors kept a while."""
 
+    # kafka-python gives up on a broker within its timeouts (10-30 s here): older lines are
+    # about something else
+    FRESH_S = 60.0
+
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
-        self.recent: Deque[str] = deque(maxlen=200)
+        self.recent: Deque[Tuple[float, str]] = deque(maxlen=200)
         self._lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -39,13 +45,17 @@ class _Bridge(logging.Handler):
             return
         if record.levelno >= logging.WARNING:
             with self._lock:
-                self.recent.append(message)
+                self.recent.append((time.monotonic(), message))
         if record.levelno >= logging.INFO:
             _dbt_logger.debug(f"{record.name}: {message}")
 
-    def last(self, count: int) -> List[str]:
+    def take(self, count: int) -> List[str]:
+        """The latest `count` warnings of the last FRESH_S seconds; all are then forgotten."""
         with self._lock:
-            return list(self.recent)[-count:]
+            now = time.monotonic()
+            lines = [message for at, message in self.recent if now - at <= self.FRESH_S][-count:]
+            self.recent.clear()
+            return lines
 
 
 _BRIDGE = _Bridge()
@@ -143,7 +153,7 @@ def kafka_failure(model: str, servers: Optional[str], exc: BaseException, doing:
                   changed: str = "Nothing was changed.") -> DbtRuntimeError:
     """One error line: the model, what was being done, the cause in plain words (from the
     exception and kafka-python's latest warnings) and the settings to check."""
-    cause = cause_of(exc, _BRIDGE.last(30))
+    cause = cause_of(exc, _BRIDGE.take(30))
     what = f" while {doing}" if doing else ""
     return DbtRuntimeError(
         f"Model '{model}': Kafka at '{servers}'{what}: {cause.words}. Check {cause.check}. "
