@@ -326,3 +326,35 @@ def test_is_tombstone_after_delete_reads_the_header():
     assert is_tombstone_after_delete([("logstore.table", b"t"), (H_TOMBSTONE, b"after-delete")])
     assert not is_tombstone_after_delete([("logstore.table", b"t")])
     assert not is_tombstone_after_delete(None)
+
+
+# --- encode and decode side by side ----------------------------------------------------------
+
+def test_what_the_encoder_writes_the_decoder_reads_back():
+    from collections import namedtuple
+
+    from dbt.adapters.logstore.encoding import (
+        BARE_ROW, ENVELOPE, TOMBSTONE, RecordEncoder, decode_json, decode_record, key_bytes, value_shape,
+    )
+
+    Msg = namedtuple("Msg", "partition offset key value")
+    envelope = EnvelopeWriter(schema="s", table="t", ts_ms=7)
+    before, after = '{"id":1,"amount":1.10}', '{"id":1,"amount":2.20}'
+    for fmt, upsert in (("debezium-json", False), ("debezium-json", True), ("json", True)):
+        encoder = RecordEncoder(envelope, format=fmt, upsert=upsert, keyed=True)
+        for op, old, new in (("c", None, after), ("u", before, after), ("d", before, None)):
+            value = encoder.value(op, old, new)
+            record = decode_record(Msg(0, 5, key_bytes('{"id":1}'), value), snapshot=3)
+            assert record.key == {"id": 1} and record.snapshot == 3
+            if value is None:  # a tombstone: a delete by key
+                assert (record.op, record.after) == ("d", None)
+            elif fmt == "json":  # a bare row: an upsert of it
+                assert record.op == "c" and record.after == decode_json(new.encode())
+            else:
+                assert record.op == op and record.ts_ms == 7
+                assert (record.after is None) == (new is None)
+                # upsert mode writes no before image of an update (Flink's upsert changelog)
+                assert (record.before is None) == (old is None or (upsert and op == "u"))
+    assert value_shape(None) == (TOMBSTONE, "d")
+    assert value_shape({"id": 1}) == (BARE_ROW, "c")
+    assert value_shape(json.loads(envelope.value("u", before, after))) == (ENVELOPE, "u")

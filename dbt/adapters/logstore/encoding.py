@@ -1,4 +1,5 @@
-"""Record encoding: how a table row becomes the key and value of a log record.
+"""The record codec: how a table row becomes the key and value of a log record, and (at the end)
+how a reader turns a record back into a change.
 
 Row images are rendered to JSON by Spark itself (`to_json`), so every Spark type has one
 documented rule and no row is converted value by value in Python (`JsonImages`):
@@ -22,10 +23,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.__version__ import version
 from dbt.adapters.logstore.names import H_TOMBSTONE
+from dbt.adapters.logstore.replay import ChangeRecord
 
 OP_INSERT = "c"
 OP_UPDATE = "u"
@@ -251,3 +254,44 @@ def is_tombstone_after_delete(headers: Any) -> bool:
     """Whether a record (its headers as (name, bytes) pairs) is the tombstone that follows a
     keyed `d` event: it repeats that delete for log compaction and is skipped when applying."""
     return any(k == H_TOMBSTONE for k, _ in (headers or ()))
+
+
+# --- the decoding side: what readers make of the records above ------------------------------
+
+# The fields of the Debezium envelope EnvelopeWriter writes: a value with exactly these is a
+# change event; any other value is a bare row (log.format json).
+ENVELOPE_FIELDS = {"before", "after", "op", "ts_ms", "source"}
+
+
+def decode_json(data: Optional[bytes]) -> Any:
+    # Decimals are written with their exact digits: keep them exact.
+    return None if data is None else json.loads(data, parse_float=Decimal)
+
+
+# What a record's value is, by its decoded value: source_changes lands these letters with the
+# record and its SQL reads the row image from where they say.
+TOMBSTONE, ENVELOPE, BARE_ROW = "k", "e", "b"
+
+
+def value_shape(value: Any) -> Tuple[str, str]:
+    """(shape, op) of a decoded record value: a tombstone (None) deletes by key; a Debezium
+    envelope carries its op; any other value is a bare row (log.format json), an upsert."""
+    if value is None:
+        return TOMBSTONE, "d"
+    if isinstance(value, dict) and set(value) == ENVELOPE_FIELDS:
+        return ENVELOPE, value["op"]
+    return BARE_ROW, "c"
+
+
+def decode_record(msg: Any, snapshot: int) -> ChangeRecord:
+    """A data record as a change: Debezium envelope, tombstone (delete by key), or a bare row
+    (log.format json: an upsert). A tombstone that repeats the `d` event before it
+    (is_tombstone_after_delete) is not a change of its own: callers skip it."""
+    key, value = decode_json(msg.key), decode_json(msg.value)
+    shape, op = value_shape(value)
+    if shape == TOMBSTONE:
+        return ChangeRecord(msg.partition, msg.offset, key, op, None, None, 0, snapshot)
+    if shape == BARE_ROW:
+        return ChangeRecord(msg.partition, msg.offset, key, op, None, value, 0, snapshot)
+    return ChangeRecord(msg.partition, msg.offset, key, op, value.get("before"),
+                        value.get("after"), value.get("ts_ms", 0), snapshot)

@@ -20,20 +20,17 @@ Start points (`StartPoint.parse`):
 """
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from decimal import Decimal
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore.control_records import Confirmation
-from dbt.adapters.logstore.encoding import is_tombstone_after_delete
+from dbt.adapters.logstore.encoding import decode_record, is_tombstone_after_delete
 from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
 from dbt.adapters.logstore.replay import ChangeRecord, Normalizer
 
-ENVELOPE_FIELDS = {"before", "after", "op", "ts_ms", "source"}
 START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full")
 
 
@@ -80,24 +77,6 @@ def _timestamp_ms(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
-
-
-def decode_json(data: Optional[bytes]) -> Any:
-    # Decimals are written with their exact digits: keep them exact.
-    return None if data is None else json.loads(data, parse_float=Decimal)
-
-
-def decode_record(msg: Any, snapshot: int) -> ChangeRecord:
-    """A data record as a change: Debezium envelope, tombstone (delete by key), or a bare row
-    (log.format json: an upsert). A tombstone that repeats the `d` event before it
-    (is_tombstone_after_delete) is not a change of its own: callers skip it."""
-    key, value = decode_json(msg.key), decode_json(msg.value)
-    if value is None:
-        return ChangeRecord(msg.partition, msg.offset, key, "d", None, None, 0, snapshot)
-    if not (isinstance(value, dict) and set(value) == ENVELOPE_FIELDS):
-        return ChangeRecord(msg.partition, msg.offset, key, "c", None, value, 0, snapshot)
-    return ChangeRecord(msg.partition, msg.offset, key, value["op"], value.get("before"),
-                        value.get("after"), value.get("ts_ms", 0), snapshot)
 
 
 def start_after(confirmations: List[Confirmation], start: StartPoint) -> Tuple[int, Dict[int, int]]:

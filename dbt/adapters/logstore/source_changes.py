@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.encoding import (
-    DEFAULT_IMAGES, JsonImages, is_tombstone_after_delete, quote_identifier, sql_string,
+    BARE_ROW, DEFAULT_IMAGES, ENVELOPE, JsonImages, is_tombstone_after_delete, quote_identifier,
+    sql_string, value_shape,
 )
 from dbt.adapters.logstore.names import (
     H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER, SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN,
@@ -129,18 +130,11 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
 
 def _raw_row(msg: Any, snapshot: int) -> Tuple[Any, ...]:
     """The record's own JSON text is kept (Spark parses it with the upstream's types, so
-    decimals keep their digits); `kind` says where the row image is: 'e' in the envelope
-    (before for deletes, after otherwise), 'b' the value is the bare row (an upsert), 'k' a
-    tombstone (only the key's columns are known). The value is parsed once, for its op."""
-    from dbt.adapters.logstore.reader import ENVELOPE_FIELDS
-
-    parsed = None if msg.value is None else json.loads(msg.value)
-    if parsed is None:
-        kind, op = "k", "d"
-    elif isinstance(parsed, dict) and set(parsed) == ENVELOPE_FIELDS:
-        kind, op = "e", parsed["op"]
-    else:
-        kind, op = "b", "c"
+    decimals keep their digits); `kind` (encoding.value_shape) says where the row image is:
+    ENVELOPE in the envelope (before for deletes, after otherwise), BARE_ROW the value is the
+    row (an upsert), TOMBSTONE only the key's columns are known. The value is parsed once, for
+    its op."""
+    kind, op = value_shape(None if msg.value is None else json.loads(msg.value))
     key = None if msg.key is None else msg.key.decode()
     value = None if msg.value is None else msg.value.decode()
     return (op, kind, key, value, snapshot, msg.partition, msg.offset)
@@ -196,9 +190,9 @@ def changes_view_sql(view: str, raw_relation: str, columns: Sequence[Tuple[str, 
     envelope = f"struct<before: {row}, after: {row}>"
     parse = images.from_json_sql
 
-    image = (f"case kind when 'e' then (case when op = 'd' then {parse('value', envelope)}.before "
+    image = (f"case kind when '{ENVELOPE}' then (case when op = 'd' then {parse('value', envelope)}.before "
              f"else {parse('value', envelope)}.after end) "
-             f"when 'b' then {parse('value', row)} else {parse('key', row)} end")
+             f"when '{BARE_ROW}' then {parse('value', row)} else {parse('key', row)} end")
     cols = ", ".join(f"img.{quote_identifier(name)}" for name, _ in columns)
     body = (f"select {cols}, op as {VIEW_OP_COLUMN}, snapshot as {VIEW_SNAPSHOT_COLUMN}, part, off "
             f"from (select op, snapshot, part, off, {image} as img from {raw_relation})")
