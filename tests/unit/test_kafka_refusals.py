@@ -59,12 +59,14 @@ def scripted():
 
     yield start
     try:
-        assert all(settles(lambda: broker.connections == 0) for broker in brokers), \
+        # (a left client keeps reconnecting, so it never settles; a closed one settles within
+        # 2 s on an idle machine, longer under the full suite's load)
+        assert all(settles(lambda: broker.connections == 0, seconds=10) for broker in brokers), \
             "a Kafka client was left connected"
     finally:
         for broker in brokers:
             broker.__exit__(None, None, None)
-    assert settles(lambda: not set(threading.enumerate()) - before), \
+    assert settles(lambda: not set(threading.enumerate()) - before, seconds=10), \
         f"threads left running: {set(threading.enumerate()) - before}"
 
 
