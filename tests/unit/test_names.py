@@ -143,3 +143,5 @@ def test_names_py_is_a_leaf():
 def test_the_writers_of_a_parallel_mirror_are_named_from_the_tables():
     assert names.task_writer_id("analytics.orders", 3) == "analytics.orders.task-3"
     assert names.task_writer_name(3, 1) == "task-3.1"
+    assert names.transactional_id(names.task_writer_id("analytics.orders", 3)) == \
+        "dbt-logstore.analytics.orders.task-3"

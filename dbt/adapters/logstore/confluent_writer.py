@@ -12,7 +12,7 @@ from dbt.adapters.logstore.kafka_errors import kafka_failure
 from dbt.adapters.logstore.kafka_writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
-from dbt.adapters.logstore.names import TRANSACTIONAL_ID_PREFIX
+from dbt.adapters.logstore.names import transactional_id
 
 
 class ConfluentLogWriter(LogWriter):
@@ -33,7 +33,7 @@ class ConfluentLogWriter(LogWriter):
         config = confluent_config(log)
         config["enable.idempotence"] = True
         if log.transactional:
-            config["transactional.id"] = f"{TRANSACTIONAL_ID_PREFIX}{writer_id}"
+            config["transactional.id"] = transactional_id(writer_id)
         try:
             self._producer = Producer(config)
         except KafkaException as exc:

@@ -257,8 +257,7 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_row_count(self, relation: Any) -> int:
-        _, table = self.execute(f"select count(*) from {relation}", fetch=True)
-        return int(table.rows[0][0])
+        return self._catalog().row_count(relation)
 
     @available.parse_none
     def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None:
@@ -382,5 +381,4 @@ class LogstoreAdapter(SparkAdapter):
                                    [c.dtype for c in columns])
 
     def _table_properties(self, relation: Any) -> Dict[str, str]:
-        _, table = self.execute(f"show tblproperties {relation}", fetch=True)
-        return commit_protocol.parse_properties(table.rows)
+        return self._catalog().properties(relation)

@@ -15,7 +15,7 @@ from dbt.adapters.logstore.kafka_config import (
 from dbt.adapters.logstore.kafka_errors import bridge_kafka_logs, kafka_failure
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter
-from dbt.adapters.logstore.names import TRANSACTIONAL_ID_PREFIX, task_writer_id
+from dbt.adapters.logstore.names import task_writer_id, transactional_id
 
 bridge_kafka_logs()  # kafka-python's log lines go to dbt's debug log, not the console
 
@@ -118,7 +118,7 @@ class KafkaLogSystem(LogSystem):
                 # The writers of a parallel mirror (Spark tasks) are fenced too.
                 for writer_id in [table_id] + [task_writer_id(table_id, i) for i in range(log.parallelism)
                                                if log.parallelism > 1]:
-                    fence = KafkaProducer(transactional_id=f"{TRANSACTIONAL_ID_PREFIX}{writer_id}",
+                    fence = KafkaProducer(transactional_id=transactional_id(writer_id),
                                           **client_config(log, PRODUCER_DEFAULTS))
                     try:
                         fence.init_transactions()

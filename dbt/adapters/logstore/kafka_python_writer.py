@@ -12,7 +12,7 @@ from dbt.adapters.logstore.kafka_errors import kafka_failure
 from dbt.adapters.logstore.kafka_writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
-from dbt.adapters.logstore.names import TRANSACTIONAL_ID_PREFIX
+from dbt.adapters.logstore.names import transactional_id
 
 
 def bounded(call: Callable[[], Any], timeout_s: float) -> None:
@@ -49,7 +49,7 @@ class KafkaLogWriter(LogWriter):
         config = client_config(log, PRODUCER_DEFAULTS)
         config["enable_idempotence"] = True
         if log.transactional:
-            config["transactional_id"] = f"{TRANSACTIONAL_ID_PREFIX}{writer_id}"
+            config["transactional_id"] = transactional_id(writer_id)
         self._producer = None
         try:
             self._producer = KafkaProducer(**config)

@@ -16,7 +16,6 @@ from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import active_spark, iter_column_batches
 
 
-
 @dataclass
 class LogstoreAdapterResponse(AdapterResponse):
     """dbt-spark's response plus what the log received (shown in run_results.json)."""

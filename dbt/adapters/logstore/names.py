@@ -16,6 +16,11 @@ CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 TRANSACTIONAL_ID_PREFIX = "dbt-logstore."
 
 
+def transactional_id(writer_id: str) -> str:
+    """The Kafka transactional id of writer `writer_id` (a table's, or a task's: task_writer_id)."""
+    return f"{TRANSACTIONAL_ID_PREFIX}{writer_id}"
+
+
 # A Spark task of a parallel mirror writes as "<table's writer id>.task-<index>" (its transactional
 # id), naming each attempt "task-<index>.<retry>" (its H_WRITER header).
 TASK_PREFIX = "task-"
