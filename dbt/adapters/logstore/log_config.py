@@ -15,9 +15,9 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
 from dbt.adapters.logstore.encoding import TIMESTAMP_SQL, JsonImages
 from dbt.adapters.logstore.log_options import (
     CHANGELOG_MODES, CONSISTENCIES, EMIT_MODES, FORMATS, KEY_FORMATS, LOGGABLE_MATERIALIZATIONS,
-    LOGGABLE_STRATEGIES, LogConfigError, _boolean, _check_known_keys, _choice, _client, _fail,
-    _given, _lookup, _parallelism, _pass_through, _positive_int, _refuse_merge_only_options,
-    _system, _timestamp_standard, _unique_key,
+    LOGGABLE_STRATEGIES, LogConfigError, check_known_keys, is_given, lookup, option_error,
+    pass_through, read_boolean, read_choice, read_client, read_parallelism, read_positive_int,
+    read_system, read_timestamp_standard, read_unique_key, refuse_merge_only_options,
 )
 from dbt.adapters.logstore.names import CONTROL_TOPIC_SUFFIX
 
@@ -202,8 +202,8 @@ def resolve_log_config(
 ) -> LogConfig:
     """Resolve and validate the log options of one model from its raw config dict."""
     model = ref.name
-    _check_known_keys(model, raw)
-    system = _system(model, raw)
+    check_known_keys(model, raw)
+    system = read_system(model, raw)
     if system == "none":
         return LogConfig(model=model)
 
@@ -218,7 +218,7 @@ def resolve_log_config(
             f"Model '{model}': config 'log.system' = '{system}' is only supported on SQL models "
             f"(this model's language is '{ref.language}')."
         )
-    unique_key = _unique_key(model, raw.get("unique_key"))
+    unique_key = read_unique_key(model, raw.get("unique_key"))
     if ref.materialized == "incremental":
         strategy = ref.incremental_strategy or "append"
         if strategy not in LOGGABLE_STRATEGIES:
@@ -230,9 +230,9 @@ def resolve_log_config(
             raise LogConfigError(f"Model '{model}': incremental_strategy='merge' needs a "
                                  f"'unique_key' (the key rows are upserted by).")
         if strategy == "merge":
-            _refuse_merge_only_options(model, system, raw)
+            refuse_merge_only_options(model, system, raw)
 
-    emit = str(_lookup(model, raw, "mixed-format.emit.mode")).replace(" ", "").lower()
+    emit = str(lookup(model, raw, "mixed-format.emit.mode")).replace(" ", "").lower()
     if emit not in EMIT_MODES:
         raise LogConfigError(
             f"Model '{model}': config 'mixed-format.emit.mode' = {emit!r} is not supported. "
@@ -240,35 +240,35 @@ def resolve_log_config(
             f"table's previous rows, so the table is always written (see README)."
         )
 
-    consistency = _choice(model, raw, "log.consistency", CONSISTENCIES)
+    consistency = read_choice(model, raw, "log.consistency", CONSISTENCIES)
     if consistency == "eventual" and not unique_key:
         raise LogConfigError(
             f"Model '{model}': config 'log.consistency' = 'eventual' needs a 'unique_key'. "
             f"Allowed without a key: transactional (at-least-once delivery can only be "
             f"de-duplicated by key, as in Paimon)."
         )
-    log_format = _choice(model, raw, "log.format", FORMATS)
-    requested = _choice(model, raw, "log.changelog-mode", CHANGELOG_MODES)
+    log_format = read_choice(model, raw, "log.format", FORMATS)
+    requested = read_choice(model, raw, "log.changelog-mode", CHANGELOG_MODES)
     mode = _changelog_mode(ref, log_format, requested, unique_key)
-    key_format = _choice(model, raw, "log.key.format", KEY_FORMATS)
-    timestamps = _timestamp_standard(model, raw)
+    key_format = read_choice(model, raw, "log.key.format", KEY_FORMATS)
+    timestamps = read_timestamp_standard(model, raw)
 
-    topic = _lookup(model, raw, "kafka.topic") or f"{ref.schema}.{ref.alias}"
+    topic = lookup(model, raw, "kafka.topic") or f"{ref.schema}.{ref.alias}"
     if not _TOPIC_RE.fullmatch(control_topic_for(str(topic))) or topic in (".", ".."):
         limit = 249 - len(CONTROL_TOPIC_SUFFIX)  # room for the control topic's suffix
-        raise _fail(
+        raise option_error(
             model, "kafka.topic", topic,
             f"1-{limit} characters of ASCII letters, digits, '.', '_', '-'"
         )
 
-    servers = _lookup(model, raw, "kafka.bootstrap.servers") or profile_bootstrap_servers
+    servers = lookup(model, raw, "kafka.bootstrap.servers") or profile_bootstrap_servers
     if not servers or not str(servers).strip():
         raise LogConfigError(
             f"Model '{model}': config 'log.system' = 'kafka' needs Kafka servers, but neither "
             f"'kafka.bootstrap.servers' (model config) nor 'kafka_bootstrap_servers' (profile) "
             f"is set. Allowed: a comma-separated list of host:port."
         )
-    client, topic_config = _pass_through(model, raw, profile_properties or {})
+    client, topic_config = pass_through(model, raw, profile_properties or {})
 
     return LogConfig(
         model=model,
@@ -279,19 +279,19 @@ def resolve_log_config(
         changelog_mode=mode,
         mode_requested=requested,
         timestamp_standard=timestamps,
-        timestamp_standard_given=_given(raw, "log.timestamp-format.standard")
-        or _given(raw, "log_timestamp_format_standard"),
-        decimal_plain=_boolean(model, raw, "log.encode.decimal-as-plain-number"),
+        timestamp_standard_given=is_given(raw, "log.timestamp-format.standard")
+        or is_given(raw, "log_timestamp_format_standard"),
+        decimal_plain=read_boolean(model, raw, "log.encode.decimal-as-plain-number"),
         format=log_format,
         key_format=key_format,
-        ignore_delete=_boolean(model, raw, "log.ignore-delete"),
-        partitions=_positive_int(model, "log.system.partitions",
-                                 _lookup(model, raw, "log.system.partitions")),
-        replication=_positive_int(model, "log.system.replication",
-                                  _lookup(model, raw, "log.system.replication")),
+        ignore_delete=read_boolean(model, raw, "log.ignore-delete"),
+        partitions=read_positive_int(model, "log.system.partitions",
+                                 lookup(model, raw, "log.system.partitions")),
+        replication=read_positive_int(model, "log.system.replication",
+                                  lookup(model, raw, "log.system.replication")),
         unique_key=unique_key,
-        parallelism=_parallelism(model, raw),
-        client=_client(model, profile_client),
+        parallelism=read_parallelism(model, raw),
+        client=read_client(model, profile_client),
         topic_config=topic_config,
         client_properties=client,
     )

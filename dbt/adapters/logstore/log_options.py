@@ -5,7 +5,7 @@ Every option is accepted in Paimon's dotted spelling (`log.system`), in dbt's un
 spelling (`log_system`) and, where Amoro has one, in Amoro's spelling (`log-store.topic`), from
 `config()`, `dbt_project.yml` or schema yml. Further Kafka client properties pass through with
 their prefix stripped (`kafka.linger.ms`, Amoro's `properties.linger.ms`), and topic settings
-for creation come from `kafka.topic-config.*`. The readers (`_choice`, `_boolean`, ...) are
+for creation come from `kafka.topic-config.*`. The readers (`read_choice`, `read_boolean`, ...) are
 called by log_config.resolve_log_config; every error names the model, the key, the value and
 what is allowed.
 """
@@ -90,19 +90,19 @@ class LogConfigError(DbtConfigError):
     """A log option is invalid; the message names model, key, value and what is allowed."""
 
 
-def _fail(model: str, key: str, value: Any, allowed: str) -> LogConfigError:
+def option_error(model: str, key: str, value: Any, allowed: str) -> LogConfigError:
     return LogConfigError(
         f"Model '{model}': invalid value {value!r} for config '{key}'. Allowed: {allowed}."
     )
 
 
-def _given(raw: Mapping[str, Any], key: str) -> bool:
+def is_given(raw: Mapping[str, Any], key: str) -> bool:
     return raw.get(key) is not None
 
 
-def _lookup(model: str, raw: Mapping[str, Any], key: str) -> Any:
+def lookup(model: str, raw: Mapping[str, Any], key: str) -> Any:
     """Read one option in any of its spellings; the same option given twice must agree."""
-    given = [(k, raw[k]) for k in (key,) + SPELLINGS.get(key, ()) if _given(raw, k)]
+    given = [(k, raw[k]) for k in (key,) + SPELLINGS.get(key, ()) if is_given(raw, k)]
     for other, value in given[1:]:
         if str(value) != str(given[0][1]):
             raise LogConfigError(
@@ -112,46 +112,46 @@ def _lookup(model: str, raw: Mapping[str, Any], key: str) -> Any:
     return given[0][1] if given else DEFAULTS.get(key)
 
 
-def _choice(model: str, raw: Mapping[str, Any], key: str, allowed: Tuple[str, ...]) -> str:
-    value = str(_lookup(model, raw, key)).strip().lower()
+def read_choice(model: str, raw: Mapping[str, Any], key: str, allowed: Tuple[str, ...]) -> str:
+    value = str(lookup(model, raw, key)).strip().lower()
     if value not in allowed:
-        raise _fail(model, key, value, ", ".join(allowed))
+        raise option_error(model, key, value, ", ".join(allowed))
     return value
 
 
-def _boolean(model: str, raw: Mapping[str, Any], key: str) -> bool:
-    value = _lookup(model, raw, key)
+def read_boolean(model: str, raw: Mapping[str, Any], key: str) -> bool:
+    value = lookup(model, raw, key)
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
     if text not in ("true", "false"):
-        raise _fail(model, key, value, "true, false")
+        raise option_error(model, key, value, "true, false")
     return text == "true"
 
 
-def _positive_int(model: str, key: str, value: Any) -> int:
+def read_positive_int(model: str, key: str, value: Any) -> int:
     try:
         number = int(str(value))
     except ValueError:
-        raise _fail(model, key, value, "a positive integer") from None
+        raise option_error(model, key, value, "a positive integer") from None
     if number < 1:
-        raise _fail(model, key, value, "a positive integer")
+        raise option_error(model, key, value, "a positive integer")
     return number
 
 
-def _parallelism(model: str, raw: Mapping[str, Any]) -> int:
-    value = _lookup(model, raw, "log.mirror.parallelism")
+def read_parallelism(model: str, raw: Mapping[str, Any]) -> int:
+    value = lookup(model, raw, "log.mirror.parallelism")
     allowed = f"an integer from 1 to {MAX_PARALLELISM} (1: the driver writes the change set)"
     try:
         number = int(str(value).strip())
     except ValueError:
-        raise _fail(model, "log.mirror.parallelism", value, allowed) from None
+        raise option_error(model, "log.mirror.parallelism", value, allowed) from None
     if isinstance(value, bool) or not 1 <= number <= MAX_PARALLELISM:
-        raise _fail(model, "log.mirror.parallelism", value, allowed)
+        raise option_error(model, "log.mirror.parallelism", value, allowed)
     return number
 
 
-def _client(model: str, value: Optional[str]) -> str:
+def read_client(model: str, value: Optional[str]) -> str:
     client = str(value or "kafka-python").strip().lower()
     if client not in KAFKA_CLIENTS:
         raise LogConfigError(
@@ -161,28 +161,28 @@ def _client(model: str, value: Optional[str]) -> str:
     return client
 
 
-def _unique_key(model: str, value: Any) -> Tuple[str, ...]:
+def read_unique_key(model: str, value: Any) -> Tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         return (value,)
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    raise _fail(model, "unique_key", value, "a column name or a list of column names")
+    raise option_error(model, "unique_key", value, "a column name or a list of column names")
 
 
-def _system(model: str, raw: Mapping[str, Any]) -> str:
-    system = _choice(model, raw, "log.system", LOG_SYSTEMS)
-    if not _given(raw, AMORO_ENABLED):
-        if _given(raw, AMORO_TYPE):
+def read_system(model: str, raw: Mapping[str, Any]) -> str:
+    system = read_choice(model, raw, "log.system", LOG_SYSTEMS)
+    if not is_given(raw, AMORO_ENABLED):
+        if is_given(raw, AMORO_TYPE):
             raise LogConfigError(f"Model '{model}': config '{AMORO_TYPE}' needs "
                                  f"'{AMORO_ENABLED}: true' (or use 'log.system').")
         return system
-    enabled = _boolean(model, raw, AMORO_ENABLED)
+    enabled = read_boolean(model, raw, AMORO_ENABLED)
     amoro = str(raw.get(AMORO_TYPE) or "kafka").strip().lower() if enabled else "none"
     if amoro not in LOG_SYSTEMS:
-        raise _fail(model, AMORO_TYPE, amoro, "kafka")
-    if _given(raw, "log.system") or _given(raw, "log_system"):
+        raise option_error(model, AMORO_TYPE, amoro, "kafka")
+    if is_given(raw, "log.system") or is_given(raw, "log_system"):
         if amoro != system:
             raise LogConfigError(
                 f"Model '{model}': config '{AMORO_ENABLED}' ({raw[AMORO_ENABLED]!r}) conflicts "
@@ -190,10 +190,10 @@ def _system(model: str, raw: Mapping[str, Any]) -> str:
     return amoro
 
 
-def _timestamp_standard(model: str, raw: Mapping[str, Any]) -> str:
-    value = str(_lookup(model, raw, "log.timestamp-format.standard")).strip().upper()
+def read_timestamp_standard(model: str, raw: Mapping[str, Any]) -> str:
+    value = str(lookup(model, raw, "log.timestamp-format.standard")).strip().upper()
     if value not in TIMESTAMP_STANDARDS:
-        raise _fail(model, "log.timestamp-format.standard", value, ", ".join(TIMESTAMP_STANDARDS))
+        raise option_error(model, "log.timestamp-format.standard", value, ", ".join(TIMESTAMP_STANDARDS))
     return value
 
 
@@ -208,7 +208,7 @@ def _is_set(value: Any) -> bool:
     return True
 
 
-def _refuse_merge_only_options(model: str, system: str, raw: Mapping[str, Any]) -> None:
+def refuse_merge_only_options(model: str, system: str, raw: Mapping[str, Any]) -> None:
     for key, reason in MERGE_ONLY_OPTIONS.items():
         if _is_set(raw.get(key)):
             raise LogConfigError(
@@ -218,7 +218,7 @@ def _refuse_merge_only_options(model: str, system: str, raw: Mapping[str, Any]) 
                 f"or turn the log off for this model (log.system: none).")
 
 
-def _check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
+def check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
     known = set(SPELLINGS) | {s for spellings in SPELLINGS.values() for s in spellings}
     known |= {AMORO_ENABLED, AMORO_TYPE}
     for key in raw:
@@ -227,7 +227,7 @@ def _check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
             raise LogConfigError(f"Model '{model}': unknown config key '{key}'. Allowed: {allowed}.")
 
 
-def _pass_through(model: str, raw: Mapping[str, Any],
+def pass_through(model: str, raw: Mapping[str, Any],
                   profile_properties: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
     """Client properties (`kafka.*`, `properties.*`, prefix stripped) and topic settings."""
     client: Dict[str, str] = dict(profile_properties)
