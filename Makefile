@@ -68,7 +68,8 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/mirror.py $(BENCH_ARGS)
 
 # The change-set benchmark (benchmarks/diff.py): a keyed rebuild's diff, JSON images against
-# typed rows, side by side in one Spark session (no broker).
+# typed rows and against the least a diff does (a join of keys and row hashes), next to the
+# CTAS of the run without the log, side by side in one Spark session (no broker).
 bench-diff: $(STAMP)
 	$(BIN)/python benchmarks/diff.py $(BENCH_ARGS)
 
