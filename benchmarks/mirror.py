@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
@@ -95,6 +95,28 @@ def peak_rss_mb(pid: int) -> Optional[float]:
     return None
 
 
+def machine_busy_s() -> float:
+    """CPU seconds this machine's cores have been busy since boot (all processes: the driver,
+    Spark's JVM, the broker): a measured interval's share says how much of 2 cores it used."""
+    fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class BusyClock:
+    """Machine CPU seconds spent between start() and stop()."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._started = machine_busy_s()
+
+    def stop(self) -> None:
+        self.seconds += machine_busy_s() - self._started
+
+
 def jvm_peak_rss_mb() -> Optional[float]:
     """Peak resident set of Spark's JVM, a child of this (driver) process."""
     import psutil
@@ -118,6 +140,7 @@ def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
     attempt = Attempt.new(log, TableRef("bench", "raw"), Snapshot(), "raw")
     encoder, headers = attempt.encoder(), list(attempt.headers())
     records = [(f'{{"id":{i}}}'.encode(), encoder.value("c", None, _row_image(i))) for i in range(rows)]
+    busy = BusyClock()
     if spec["client"] == "confluent":
         from confluent_kafka import Producer
 
@@ -125,6 +148,7 @@ def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
                              "linger.ms": 20, "enable.idempotence": True})
         producer.init_transactions()
         producer.begin_transaction()
+        busy.start()
         started = time.perf_counter()
         for key, value in records:
             while True:
@@ -144,14 +168,16 @@ def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
         producer = KafkaProducer(enable_idempotence=True, transactional_id=f"raw-{topic}", **config)
         producer.init_transactions()
         producer.begin_transaction()
+        busy.start()
         started = time.perf_counter()
         for key, value in records:
             producer.send(topic, value=value, key=key, headers=headers)
         producer.flush()
         producer.commit_transaction()
     seconds = time.perf_counter() - started
+    busy.stop()
     producer.close() if hasattr(producer, "close") else None
-    return {"records": rows, "seconds": seconds}
+    return {"records": rows, "seconds": seconds, "cpu_s": busy.seconds}
 
 
 def _dbt(project: Path, variables: Dict[str, Any], select: Optional[str] = None) -> Dict[str, Any]:
@@ -176,18 +202,38 @@ def child_mirror(spec: Dict[str, Any]) -> Dict[str, Any]:
                  "parallelism": spec["parallelism"], "partitions": spec["partitions"]}
     if spec.get("profile"):
         profile_mirror(Path(spec["profile"]) / f"{spec['name']}.txt")
+    busy = time_mirror()
     run = _dbt(project, variables, select="bench_table")
     out = {"records": run["rows_mirrored"], "seconds": run["log_seconds"], "run_seconds": run["seconds"],
+           "cpu_s": busy.seconds,
            "transactions": run.get("log_transactions"),
            "longest_transaction_s": run.get("log_longest_transaction_s")}
     if spec.get("fetch"):
-        out["fetch_rate"] = fetch_rate()
+        out["fetch_rate"], out["fetch_cpu_s_per_row"] = fetch_rate()
     return out
 
 
-def fetch_rate() -> float:
+def time_mirror() -> BusyClock:
+    """The machine's CPU seconds during the mirror step (wrapping it, as profile_mirror does)."""
+    from dbt.adapters.logstore.impl import LogstoreAdapter
+
+    busy, mirror = BusyClock(), LogstoreAdapter.logstore_mirror
+
+    def timed(self, *args, **kwargs):
+        busy.start()
+        try:
+            return mirror(self, *args, **kwargs)
+        finally:
+            busy.stop()
+
+    LogstoreAdapter.logstore_mirror = timed  # type: ignore[method-assign]
+    return busy
+
+
+def fetch_rate() -> Tuple[float, float]:
     """Rows per second the driver reads of a change set like the mirror's (all inserts of the
-    table just built) through the same row source, without sending them anywhere."""
+    table just built) through the same row source, without sending them anywhere, and the
+    machine's CPU seconds per row for it."""
     from pyspark.sql import SparkSession
 
     from dbt.adapters.logstore import changes
@@ -199,10 +245,14 @@ def fetch_rate() -> float:
     spark.sql(f"create table bench.fetch_probe using parquet {table_options()} as "
               + changes.inserts_sql(changes.ChangeInput("bench.bench_table", columns), ("id",)))
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is used
+    busy = BusyClock()
+    busy.start()
     started, count = time.perf_counter(), 0
     for columns in iter_column_batches(handle, "bench.fetch_probe", lambda table: f"select * from {table}"):
         count += len(columns[0])
-    return count / (time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    busy.stop()
+    return count / seconds, busy.seconds / count
 
 
 def profile_mirror(out: Path) -> None:
@@ -477,7 +527,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-",
                                  "-", "-"])
                 configs = [("transactional, 1 writer", {"consistency": "transactional",
-                                                        "fetch": client == "kafka-python"
+                                                        "fetch": client == clients[0]
                                                         and not args.no_fetch}),
                            ("eventual, 1 writer", {"consistency": "eventual"})]
                 if args.parallelism > 1:
@@ -525,10 +575,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     for row in rows_out:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     print()
+    fetches = {}
     for rows in sizes:
-        fetched = results.get(f"mirror {rows} transactional, 1 writer", {}).get("fetch_rate")
-        if fetched:
-            print(f"Spark -> driver rows alone (Arrow batches, no Kafka), {rows:,} rows: {fetched:,.0f} rows/s")
+        for client in clients:
+            tag = "" if client == "kafka-python" else f" [{client}]"
+            fetched = results.get(f"mirror {rows} transactional, 1 writer{tag}", {})
+            if fetched.get("fetch_rate"):
+                fetches[rows] = fetched["fetch_cpu_s_per_row"] * 1e6
+                print(f"Spark -> driver rows alone (Arrow batches, no Kafka), {rows:,} rows: "
+                      f"{fetched['fetch_rate']:,.0f} rows/s, {fetches[rows]:.1f} CPU us/row")
+    for line in cpu_budget(configurations, fetches):
+        print(line)
     for rebuild in rebuilds:
         print(f"keyed rebuild of {rebuild['rows']:,} rows, 1% changed: {rebuild['records']:,} records "
               f"emitted; run {rebuild['with_log_s']:.1f} s with log vs {rebuild['without_log_s']:.1f} s "
@@ -554,6 +611,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 1 if failures else 0  # a configuration that failed is a failed run; a missed target is --check's
 
 
+def cpu_budget(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float]) -> List[str]:
+    """What the machine's cores allow: the mirror does the raw producer's work (the client and
+    the broker) plus Spark's (rendering the records, sending them to the driver), so with every
+    core busy it sends at most cores / (raw's + Spark's CPU us per record) records a second."""
+    lines, cores = [], os.cpu_count() or 1
+    for raw in (c for c in configurations if c["kind"] == "raw" and c.get("cpu_us_per_record")):
+        spark_us = fetch_us.get(raw["rows"])
+        mirrors = [c for c in configurations if c["kind"] == "mirror" and c["client"] == raw["client"]
+                   and c["rows"] == raw["rows"] and c.get("cpu_us_per_record")]
+        if not spark_us or not mirrors:
+            continue
+        bound = cores / ((raw["cpu_us_per_record"] + spark_us) / 1e6)
+        used = ", ".join(f"{m['consistency']} {m['writers']} writer(s) {m['cpu_us_per_record']:.1f}" for m in mirrors)
+        lines.append(f"CPU us/record, {raw['rows']:,} rows [{raw['client']}]: raw producer "
+                     f"{raw['cpu_us_per_record']:.1f} + Spark -> driver {spark_us:.1f}; mirror {used}. "
+                     f"On {cores} cores the mirror can send at most {bound:,.0f} records/s = "
+                     f"x{bound / raw['records_per_s']:.2f} the raw producer")
+    return lines
+
+
 def _entry(kind: str, client: str, rows: int, consistency: str, writers: int,
            result: Dict[str, Any], raw: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """One configuration's figures, as results.json holds them."""
@@ -563,7 +640,9 @@ def _entry(kind: str, client: str, rows: int, consistency: str, writers: int,
             "writers": writers, "records": result["records"], "seconds": result["seconds"],
             "records_per_s": rate, "ratio_to_raw": ratio, "driver_mb": result.get("driver_mb"),
             "jvm_mb": result.get("jvm_mb"), "transactions": result.get("transactions"),
-            "longest_transaction_s": result.get("longest_transaction_s")}
+            "longest_transaction_s": result.get("longest_transaction_s"),
+            "cpu_us_per_record": result["cpu_s"] / result["records"] * 1e6
+            if result.get("cpu_s") and result["records"] else None}
 
 
 def _memory_gib() -> int:

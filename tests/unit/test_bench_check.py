@@ -54,3 +54,22 @@ def test_a_failed_configuration_fails_the_check(capsys):
     results["failures"] = [{"configuration": "rebuild 10000000 build", "error": "TaskResultLost"}]
     assert mirror.check(results) == 1
     assert "FAILED       rebuild 10000000 build: TaskResultLost" in capsys.readouterr().out
+
+
+def test_cpu_budget_bounds_the_mirror_by_the_cores(monkeypatch):
+    monkeypatch.setattr(mirror.os, "cpu_count", lambda: 2)
+    raw = {"kind": "raw", "client": "confluent", "rows": 1000, "consistency": "transactional",
+           "writers": 1, "records_per_s": 300_000.0, "cpu_us_per_record": 6.0}
+    mirrored = {**raw, "kind": "mirror", "records_per_s": 100_000.0, "cpu_us_per_record": 19.0}
+    [line] = mirror.cpu_budget([raw, mirrored], {1000: 4.0})
+    # 2 cores / (6 + 4) us = 200,000 records/s: two thirds of the raw producer's 300,000
+    assert "at most 200,000 records/s = x0.67" in line
+    assert mirror.cpu_budget([raw, mirrored], {}) == []  # no Spark-side figure: no bound
+
+
+def test_busy_clock_counts_this_machines_cpu():
+    clock = mirror.BusyClock()
+    clock.start()
+    sum(i * i for i in range(2_000_000))  # about a tenth of a second of one core
+    clock.stop()
+    assert 0.02 < clock.seconds < 10
