@@ -127,6 +127,14 @@ def jvm_peak_rss_mb() -> Optional[float]:
     return max(peaks) if peaks else None
 
 
+def bench_log(topic: str, servers: str) -> Any:
+    """The log of the benchmark's model, as the raw producer and the Spark-side read render it."""
+    from dbt.adapters.logstore.log_config import LogConfig
+
+    return LogConfig(model="raw", system="kafka", topic=topic, unique_key=("id",),
+                     bootstrap_servers=servers, changelog_mode="upsert")
+
+
 def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
     """The client alone: one transactional producer, the pre-encoded records of the mirror."""
     from dbt.adapters.logstore.commit_protocol import Attempt, Snapshot, TableRef
@@ -134,8 +142,7 @@ def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
     from dbt.adapters.logstore.log_system import get_log_system
 
     rows, topic = spec["rows"], spec["topic"]
-    log = LogConfig(model="raw", system="kafka", topic=topic, unique_key=("id",),
-                    bootstrap_servers=spec["servers"], changelog_mode="upsert")
+    log = bench_log(topic, spec["servers"])
     get_log_system("kafka").prepare(log)
     attempt = Attempt.new(log, TableRef("bench", "raw"), Snapshot(), "raw")
     encoder, headers = attempt.encoder(), list(attempt.headers())
@@ -209,7 +216,7 @@ def child_mirror(spec: Dict[str, Any]) -> Dict[str, Any]:
            "transactions": run.get("log_transactions"),
            "longest_transaction_s": run.get("log_longest_transaction_s")}
     if spec.get("fetch"):
-        out["fetch_rate"], out["fetch_cpu_s_per_row"] = fetch_rate()
+        out["fetch_rate"], out["fetch_cpu_s_per_row"] = fetch_rate(bench_log(spec["topic"], spec["servers"]))
     return out
 
 
@@ -230,13 +237,14 @@ def time_mirror() -> BusyClock:
     return busy
 
 
-def fetch_rate() -> Tuple[float, float]:
-    """Rows per second the driver reads of a change set like the mirror's (all inserts of the
-    table just built) through the same row source, without sending them anywhere, and the
-    machine's CPU seconds per row for it."""
+def fetch_rate(log: Any) -> Tuple[float, float]:
+    """Records per second the driver reads of a change set like the mirror's (all inserts of
+    the table just built), rendered by Spark as the mirror's records are, through the same row
+    source, without sending them anywhere; and the machine's CPU seconds per record for it."""
     from pyspark.sql import SparkSession
 
     from dbt.adapters.logstore import changes
+    from dbt.adapters.logstore.commit_protocol import Attempt, Snapshot, TableRef
     from dbt.adapters.logstore.row_source import iter_column_batches, table_options
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
@@ -248,7 +256,8 @@ def fetch_rate() -> Tuple[float, float]:
     busy = BusyClock()
     busy.start()
     started, count = time.perf_counter(), 0
-    for columns in iter_column_batches(handle, "bench.fetch_probe", lambda table: f"select * from {table}"):
+    attempt = Attempt.new(log, TableRef("bench", "bench_table"), Snapshot(), "fetch")
+    for columns in iter_column_batches(handle, "bench.fetch_probe", attempt.records_sql):
         count += len(columns[0])
     seconds = time.perf_counter() - started
     busy.stop()
