@@ -105,9 +105,9 @@ def main() -> int:
         written = [name for name in ("json", "typed") if name in ways]
         sets = [sorted(map(tuple, spark.table(f"changes_{name}").collect())) for name in written]
         assert all(s == sets[0] for s in sets), "the two ways gave different change sets"
-        count = f"{len(sets[0]):,} changes" + (", the same both ways" if len(sets) == 2 else "") if sets else ""
+        count = f" ({len(sets[0]):,} changes{', the same both ways' if len(sets) == 2 else ''})" if sets else ""
 
-        print(f"\nkeyed diff of {args.rows:,} rows, 1% changed ({count}); "
+        print(f"\nkeyed diff of {args.rows:,} rows, 1% changed{count}; "
               f"the new rows' CTAS in the cold JVM: {ctas:.2f} s")
         print(f"{'way':<8}{'first round s':>15}{'warm median s':>15}{'(CTAS + first) / CTAS':>24}")
         for name in ways:

@@ -2,7 +2,7 @@
 
     python benchmarks/mirror.py [--rows 100000,1000000] [--rebuild-rows N,...] [--rebuild-client C] [--quick]
                                 [--parallelism 2] [--clients kafka-python,confluent]
-                                [--profile DIR] [--no-fetch] [--only TEXT] [--results FILE]
+                                [--profile DIR] [--no-fetch] [--only TEXT]... [--results FILE]
     python benchmarks/mirror.py --check [FILE]
 
 `make bench` runs it with the defaults. It starts the embedded broker (or uses
@@ -220,20 +220,26 @@ def child_mirror(spec: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def time_mirror() -> BusyClock:
-    """The machine's CPU seconds during the mirror step (wrapping it, as profile_mirror does)."""
+def around_mirror(start: Callable[[], None], stop: Callable[[], None]) -> None:
+    """Call start() and stop() around every mirror step of this process (in dbt's model thread)."""
     from dbt.adapters.logstore.impl import LogstoreAdapter
 
-    busy, mirror = BusyClock(), LogstoreAdapter.logstore_mirror
+    mirror = LogstoreAdapter.logstore_mirror
 
-    def timed(self, *args, **kwargs):
-        busy.start()
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        start()
         try:
             return mirror(self, *args, **kwargs)
         finally:
-            busy.stop()
+            stop()
 
-    LogstoreAdapter.logstore_mirror = timed  # type: ignore[method-assign]
+    LogstoreAdapter.logstore_mirror = wrapped  # type: ignore[method-assign]
+
+
+def time_mirror() -> BusyClock:
+    """The machine's CPU seconds during the mirror step."""
+    busy = BusyClock()
+    around_mirror(busy.start, busy.stop)
     return busy
 
 
@@ -253,10 +259,10 @@ def fetch_rate(log: Any) -> Tuple[float, float]:
     spark.sql(f"create table bench.fetch_probe using parquet {table_options()} as "
               + changes.inserts_sql(changes.ChangeInput("bench.bench_table", columns), ("id",)))
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is used
+    attempt = Attempt.new(log, TableRef("bench", "bench_table"), Snapshot(), "fetch")
     busy = BusyClock()
     busy.start()
     started, count = time.perf_counter(), 0
-    attempt = Attempt.new(log, TableRef("bench", "bench_table"), Snapshot(), "fetch")
     for columns in iter_column_batches(handle, "bench.fetch_probe", attempt.records_sql):
         count += len(columns[0])
     seconds = time.perf_counter() - started
@@ -268,20 +274,17 @@ def profile_mirror(out: Path) -> None:
     """Profile the mirror step (in dbt's model thread) with pyinstrument, written to `out`."""
     from pyinstrument import Profiler
 
-    from dbt.adapters.logstore.impl import LogstoreAdapter
+    profilers: List[Any] = []  # one per mirror step; the file keeps the last
 
-    mirror = LogstoreAdapter.logstore_mirror
+    def start() -> None:
+        profilers.append(Profiler(interval=0.001))
+        profilers[-1].start()
 
-    def profiled(self: Any, *args: Any, **kwargs: Any) -> Any:
-        profiler = Profiler(interval=0.001)
-        profiler.start()
-        try:
-            return mirror(self, *args, **kwargs)
-        finally:
-            profiler.stop()
-            out.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+    def stop() -> None:
+        profilers[-1].stop()
+        out.write_text(profilers[-1].output_text(unicode=False, color=False, show_all=False))
 
-    LogstoreAdapter.logstore_mirror = profiled  # type: ignore[method-assign]
+    around_mirror(start, stop)
 
 
 def child_rebuild(spec: Dict[str, Any]) -> Dict[str, Any]:
@@ -447,8 +450,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--bootstrap-servers", help="a running broker (default: start the embedded one)")
     parser.add_argument("--profile", metavar="DIR", help="write a pyinstrument profile of each mirror run here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--only", help="run only the configurations whose name contains this text "
-                        "(or one of these texts, comma-separated)")
+    parser.add_argument("--only", action="append", metavar="TEXT",
+                        help="run only the configurations whose name contains this text (repeatable: "
+                        "any of them; names hold commas, so one text each)")
     parser.add_argument("--no-fetch", action="store_true",
                         help="skip the Spark -> driver read rate (a second read of the table)")
     parser.add_argument("--rebuild-rows", help="row counts of the keyed rebuild (default: the largest of --rows)")
@@ -502,7 +506,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         def measure(name: str, kind: str, rows: int, client: str = "kafka-python", **extra: Any) -> Dict[str, Any]:
             nonlocal counter
             counter += 1
-            if args.only and not any(text in name for text in args.only.split(",")):
+            if args.only and not any(text in name for text in args.only):
                 return {"records": 0, "seconds": 0.0, "driver_mb": None, "jvm_mb": None,
                         "nolog_seconds": 0.0, "log_seconds": 0.0, "skipped": True}
             spec = {"name": name, "kind": kind, "rows": rows, "client": client, "servers": servers,

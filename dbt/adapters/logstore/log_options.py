@@ -228,7 +228,7 @@ def check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
 
 
 def pass_through(model: str, raw: Mapping[str, Any],
-                  profile_properties: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+                 profile_properties: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
     """Client properties (`kafka.*`, `properties.*`, prefix stripped) and topic settings."""
     client: Dict[str, str] = dict(profile_properties)
     from_model: Dict[str, str] = {}
