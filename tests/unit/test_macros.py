@@ -158,10 +158,12 @@ class FakeAdapter:
 
     def __init__(self, calls: List[Call], context: Dict[str, Any], catalog: Dict[str, str],
                  log_is_new: bool = False, pending: Optional[str] = None,
-                 interrupted: Optional[str] = None, op_column: bool = False) -> None:
+                 interrupted: Optional[str] = None, op_column: bool = False,
+                 reduced_inputs: str = "") -> None:
         self.calls, self.context, self.catalog = calls, context, dict(catalog)
         self.log_is_new, self.pending, self.interrupted, self.op_column = \
             log_is_new, pending, interrupted, op_column
+        self.reduced_inputs = reduced_inputs
 
     # dbt's adapter
     def dispatch(self, macro_name: str, macro_namespace: Optional[str] = None, packages: Any = None):
@@ -192,6 +194,18 @@ class FakeAdapter:
 
     def logstore_relation(self, target_relation, kind):
         return LogstoreAdapter.logstore_relation(self, target_relation, kind)
+
+    # logstore's: runs from reduced inputs
+    @recorded
+    def logstore_reduced_inputs(self):
+        return self.reduced_inputs
+
+    def logstore_limit_zero_sql(self, sql):
+        return LogstoreAdapter.logstore_limit_zero_sql(self, sql)
+
+    @recorded
+    def logstore_not_logged(self, log, flag, created):
+        return LogstoreAdapterResponse(_message=f"NOT LOGGED ({flag})", rows_mirrored=0)
 
     # logstore's: config and the steps before the commit
     @recorded
@@ -521,6 +535,42 @@ def test_logged_table_of_logstore_changes_keeps_the_upserts():
     assert str(h.one("adapter.logstore_change_sql").args["new_relation"]) == UPSERTS
     in_order(h, ("adapter.drop_relation", {"relation": STAGING}),
              ("adapter.rename_relation", {"from_relation": UPSERTS, "to_relation": TARGET}))
+
+
+# --- runs from reduced inputs (dbt --empty, --sample) ---------------------------------------
+
+REDUCED_RUN_CALLS = ["adapter.logstore_config", "adapter.logstore_reduced_inputs",
+                     "adapter.get_relation"]
+
+
+@pytest.mark.parametrize("materialized", ["table", "incremental"])
+def test_a_reduced_input_run_checks_the_sql_and_leaves_an_existing_table_and_log(materialized):
+    h = Harness(materialized, existing={"orders": "table"}, adapter_options={"reduced_inputs": "--empty"},
+                **kafka(incremental_strategy="merge"))
+    assert [str(r) for r in h.materialize()["relations"]] == [TARGET]
+    # no lock, no broker, no recovery, no mirror: only the query analysed and run for no rows
+    assert h.adapter_calls() == REDUCED_RUN_CALLS + ["adapter.logstore_not_logged"]
+    assert h.statements() == [f"select * from ( {COMPILED} ) as logstore_reduced_run limit 0"]
+    assert h.one("adapter.logstore_not_logged").args["created"] is False
+    assert h.one("store_result").args["response"].rows_mirrored == 0
+    in_order(h, ("run_hooks", {}), ("statement", {"name": "main"}), ("store_result", {}),
+             ("run_hooks", {}))
+
+
+@pytest.mark.parametrize("op_column", [False, True])
+def test_a_reduced_input_first_build_creates_the_table_empty_and_without_a_log(op_column):
+    h = Harness("table", adapter_options={"reduced_inputs": "--sample", "op_column": op_column},
+                **kafka())
+    h.materialize()
+    assert h.one("adapter.logstore_create").args["sql"] == (
+        f"create table {STAGING} as select * from (\n{COMPILED}\n) as logstore_reduced_run limit 0")
+    rows = (f"select `id`, `amount`, `day` from {STAGING} where _logstore_op <> 'd'" if op_column
+            else f"select * from {STAGING}")
+    assert h.statements() == [f"create table {TARGET} as {rows}"]
+    assert str(h.one("adapter.drop_relation").args["relation"]) == STAGING
+    assert h.one("adapter.logstore_not_logged").args["created"] is True
+    assert not {"adapter.logstore_lock", "adapter.logstore_prepare", "adapter.logstore_mirror",
+                "adapter.logstore_properties"} & set(h.adapter_calls())
 
 
 # --- incremental --------------------------------------------------------------------------

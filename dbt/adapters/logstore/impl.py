@@ -10,6 +10,7 @@ columns, the thread's model run (ModelRunState) and dbt's hooks.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
     change_checks, changes, commit_protocol, faults, leftovers, mirror, names, row_source, run_lock,
-    source_changes, source_landing, table_commit,
+    run_modes, source_changes, source_landing, table_commit,
 )
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
@@ -90,6 +91,26 @@ class LogstoreAdapter(SparkAdapter):
         nodes = getattr(macro_resolver, "nodes", None)
         if nodes:
             check_all(nodes.values(), self.logstore_config)
+
+    # --- runs from reduced inputs (run_modes.py) ----------------------------------------
+
+    @available
+    def logstore_reduced_inputs(self) -> str:
+        """The dbt flag of this run if it builds models from reduced inputs ('--empty',
+        '--sample'), else '': then a logged model does not reach its log."""
+        from dbt.flags import get_flags  # dbt's own run flags (Jinja's `flags` lacks SAMPLE)
+
+        return run_modes.reduced_inputs(get_flags()) or ""
+
+    @available
+    def logstore_limit_zero_sql(self, sql: str) -> str:
+        return run_modes.limit_zero_sql(sql)
+
+    @available
+    def logstore_not_logged(self, log: LogConfig, flag: str, created: bool) -> mirror.LogstoreAdapterResponse:
+        """The run result of a reduced-input run, whose reason is also said on the console."""
+        logger.info(run_modes.not_logged_explanation(log, flag))
+        return run_modes.not_logged(log, flag, created)
 
     # --- one run at a time per model ----------------------------------------------------
 
@@ -329,13 +350,16 @@ class LogstoreAdapter(SparkAdapter):
         return the temporary view over them (see source_changes.py). The position reached is
         recorded with this model's table when it commits."""
         log = self.logstore_config(node)
+        # the upstream's own table: in a reduced-input run dbt renders a ref as a subquery
+        upstream_relation = dataclasses.replace(upstream_relation, limit=None, event_time_filter=None)
         upstream_log = self.logstore_config(upstream_node) if upstream_node is not None else None
         source_landing.check_reads_upstream(log, node_config(node).get("materialized"),
                                             upstream_log, upstream_relation)
         state = self._run_state()
         landed = source_landing.land(
             self._catalog(), self.connections.get_thread_connection().handle, log, upstream_log,
-            this_relation, upstream_relation, normalize, full_refresh, drop_after=state.landed)
+            this_relation, upstream_relation, normalize, full_refresh, drop_after=state.landed,
+            reduced_inputs=bool(self.logstore_reduced_inputs()))
         state.sources = landed.sources
         return landed.view
 

@@ -29,6 +29,7 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_seconds: Optional[float] = None  # from the table commit to the log commit
     log_transactions: Optional[int] = None  # Kafka transactions the records took
     log_longest_transaction_s: Optional[float] = None  # the longest of them, begin to commit
+    log_skipped: Optional[str] = None  # the dbt flag of a reduced-input run (run_modes.py)
 
 
 def response(log: LogConfig, snapshot: commit_protocol.Snapshot, rows_affected: Optional[int],

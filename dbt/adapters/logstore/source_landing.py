@@ -47,11 +47,12 @@ def check_reads_upstream(log: LogConfig, materialized: Optional[str],
 
 def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
          this_relation: Any, upstream_relation: Any, normalize: bool, full_refresh: bool,
-         drop_after: List[str]) -> Landed:
+         drop_after: List[str], reduced_inputs: bool = False) -> Landed:
     """Land this run's range of the upstream's changes: from the position the downstream table
     recorded (none on its first run or a full refresh). Each relation it creates is added to
     `drop_after` as soon as it exists (as dbt's post-model hook drops it: a table's name, or
-    'view <name>'), failure or not."""
+    'view <name>'), failure or not. A run from reduced inputs (run_modes.py) lands no change and
+    moves no position: the view has the columns and no rows."""
     from dbt.adapters.logstore.reader import ChangelogReader, ReaderError
 
     upstream_id = f"{upstream_relation.schema}.{upstream_relation.identifier}"
@@ -60,6 +61,12 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
         and not full_refresh else {}
     columns = catalog.columns(upstream_relation)
     sources = source_changes.parse_sources(this_props.get(names.SOURCES))
+    if reduced_inputs:
+        raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)
+        view = _changes_view(catalog, this_relation, upstream_relation, raw, columns, normalize,
+                             upstream_log, drop_after)
+        logger.info(f"{log.model}: reading no changes of {upstream_log.model} (reduced inputs)")
+        return Landed(view, this_props.get(names.SOURCES) or source_changes.dump_sources(sources))
     reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
                              upstream_id, **consumer_config(upstream_log))
     upstream_props = catalog.properties(upstream_relation)
@@ -71,11 +78,7 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
                                              upstream_snapshot)
     except (ReaderError, commit_protocol.UnloggedCommit) as exc:
         raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
-    raw_name = f"{this_relation.identifier}{names.SOURCE_RAW_INFIX}{upstream_relation.identifier}"
-    raw = this_relation.incorporate(path={"identifier": raw_name}, type="table")
-    catalog.run(f"drop table if exists {raw}")
-    leftovers.create_or_clear(catalog, raw, source_changes.raw_table_ddl(str(raw)))
-    drop_after.append(str(raw))
+    raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)
     names_only = [name for name, _ in columns]
     if plan.hybrid:
         catalog.run(source_changes.hybrid_rows_sql(
@@ -87,15 +90,35 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
                                   f"committed while it was read; run again.")
     elif plan.ranges:
         _land_ranges(catalog, handle, plan, str(raw), upstream_log)
-    view = f"{this_relation.identifier}{names.SOURCE_VIEW_INFIX}{upstream_relation.identifier}"
-    catalog.run(source_changes.changes_view_sql(
-        view, str(raw), list(columns), upstream_log.unique_key, normalize, upstream_log.images))
-    drop_after.append(f"view {view}")
+    view = _changes_view(catalog, this_relation, upstream_relation, raw, columns, normalize,
+                         upstream_log, drop_after)
     sources[upstream_id] = plan.position(end)
     logger.info(f"{log.model}: reading {upstream_log.model} "
                 + ("as of its snapshot " if plan.hybrid else f"changes after snapshot {plan.from_snapshot} up to ")
                 + str(plan.to_snapshot))
     return Landed(view, source_changes.dump_sources(sources))
+
+
+def _raw_table(catalog: Catalog, this_relation: Any, upstream_relation: Any,
+               drop_after: List[str]) -> Any:
+    """The empty landing table of the upstream's raw records."""
+    raw_name = f"{this_relation.identifier}{names.SOURCE_RAW_INFIX}{upstream_relation.identifier}"
+    raw = this_relation.incorporate(path={"identifier": raw_name}, type="table")
+    catalog.run(f"drop table if exists {raw}")
+    leftovers.create_or_clear(catalog, raw, source_changes.raw_table_ddl(str(raw)))
+    drop_after.append(str(raw))
+    return raw
+
+
+def _changes_view(catalog: Catalog, this_relation: Any, upstream_relation: Any, raw: Any,
+                  columns: Any, normalize: bool, upstream_log: LogConfig,
+                  drop_after: List[str]) -> str:
+    """The temporary view the downstream model reads, over the landed raw records."""
+    view = f"{this_relation.identifier}{names.SOURCE_VIEW_INFIX}{upstream_relation.identifier}"
+    catalog.run(source_changes.changes_view_sql(
+        view, str(raw), list(columns), upstream_log.unique_key, normalize, upstream_log.images))
+    drop_after.append(f"view {view}")
+    return view
 
 
 def _land_ranges(catalog: Catalog, handle: Any, plan: source_changes.ReadPlan, raw: str,

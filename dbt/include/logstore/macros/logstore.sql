@@ -69,6 +69,34 @@
 {%- endmacro %}
 
 
+{#-- A run from reduced inputs (dbt's --empty, --sample; run_modes.py) never reaches the log: the
+     model's SQL is analysed and run for no rows; an existing table and its log stay as they
+     are; a first build creates the table with the model's columns and no rows, and no log. --#}
+{% macro logstore_reduced_run(log_config, target_relation, flag) -%}
+  {%- set existing = adapter.get_relation(database=target_relation.database, schema=target_relation.schema,
+                                          identifier=target_relation.identifier) -%}
+  {{ run_hooks(pre_hooks) }}
+  {%- if existing is none -%}
+    {#-- staged first: rows from logstore_changes() leave its op and snapshot columns out --#}
+    {%- set staging = logstore_relation(target_relation, 'new') -%}
+    {%- do logstore_stage(staging, adapter.logstore_limit_zero_sql(compiled_code)) -%}
+    {%- set rows = adapter.logstore_upserts_sql(staging) if adapter.logstore_has_op_column(staging)
+                   else 'select * from ' ~ staging -%}
+    {%- call statement('main') -%}
+      {{ create_table_as(False, target_relation, rows) }}
+    {%- endcall -%}
+    {%- do adapter.drop_relation(staging) -%}
+  {%- else -%}
+    {%- call statement('main') -%}
+      {{ adapter.logstore_limit_zero_sql(compiled_code) }}
+    {%- endcall -%}
+  {%- endif -%}
+  {%- do store_result('main', response=adapter.logstore_not_logged(log_config, flag, existing is none)) -%}
+  {{ run_hooks(post_hooks) }}
+  {{ return({'relations': [target_relation]}) }}
+{%- endmacro %}
+
+
 {#-- Every relation of the adapter's own is created through adapter.logstore_create, which
      clears what a run killed in the middle of creating it left behind (leftovers.py). --#}
 {% macro logstore_create_table_as(relation, sql) -%}

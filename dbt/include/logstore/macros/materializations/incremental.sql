@@ -17,6 +17,10 @@
   {%- set incremental_predicates = config.get('predicates', none) or config.get('incremental_predicates', none) -%}
   {%- set grant_config = config.get('grants') -%}
   {%- set target_relation = this.incorporate(type='table') -%}
+  {%- set reduced_inputs = adapter.logstore_reduced_inputs() -%}
+  {%- if reduced_inputs -%}
+    {{ return(logstore_reduced_run(log_config, target_relation, reduced_inputs)) }}
+  {%- endif -%}
 
   {%- if strategy == 'insert_overwrite' and partition_by -%}
     {%- call statement() -%}

@@ -8,6 +8,10 @@
   {%- set grant_config = config.get('grants') -%}
   {%- set target_relation = api.Relation.create(identifier=identifier, schema=schema,
                                                 database=database, type='table') -%}
+  {%- set reduced_inputs = adapter.logstore_reduced_inputs() -%}
+  {%- if reduced_inputs -%}
+    {{ return(logstore_reduced_run(log_config, target_relation, reduced_inputs)) }}
+  {%- endif -%}
 
   {#-- a log that goes on keeps the shape its topic holds --#}
   {%- set log_config = adapter.logstore_continue_log(log_config, target_relation) -%}
