@@ -4,13 +4,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install bench bench-diff soak clean
+.PHONY: demo test test-cluster unit functional install jars bench bench-diff soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
 # which the tests run as a subprocess; they fail without LOGSTORE_FLINK_PYTHON.
+# 2.2.1: Flink's Kafka connector is published for Flink 2.2 (5.0.0-2.2, jars/flink-kafka/pom.xml),
+# not for 2.3.
+FLINK_VERSION := 2.2.1
 FLINK_VENV  := .venv-flink
-FLINK_STAMP := $(FLINK_VENV)/.installed
+FLINK_STAMP := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
 FLINK_ENV   := LOGSTORE_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python
 
 $(BIN)/python:
@@ -18,27 +21,42 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # editable_mode=compat: dbt's pkgutil namespace packages need the source tree on sys.path
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[test,broker]' --config-settings editable_mode=compat
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,broker]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 install: $(STAMP)
 
 $(FLINK_STAMP):
-	$(PYTHON) -m venv $(FLINK_VENV) && $(FLINK_VENV)/bin/pip install --quiet apache-flink==2.3.0
+	$(PYTHON) -m venv $(FLINK_VENV) && $(FLINK_VENV)/bin/pip install --quiet apache-flink==$(FLINK_VERSION)
+	rm -f $(FLINK_VENV)/.installed*
 	touch $(FLINK_STAMP)
+
+# The jars, resolved by Maven from Maven Central into .jars/<name> (pinned in jars/<name>/pom.xml):
+# Apache Kafka's broker (tests/kafka_cluster.py), Spark's Kafka source, Flink's Kafka connector.
+JAR_SETS  := kafka spark-kafka flink-kafka
+JARS_STAMP := .jars/.installed
+$(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml)
+	for j in $(JAR_SETS); do rm -rf .jars/$$j && \
+		mvn -q -B -f jars/$$j/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+			-DoutputDirectory=$(CURDIR)/.jars/$$j || exit 1; done
+	touch $(JARS_STAMP)
+
+jars: $(JARS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
 
-# Four workers, a file each at a time: every worker has its own Spark session, metastore and
-# embedded broker, and the subprocess-heavy fault tests run beside the rest (four on two cores:
+# Apache Kafka (three KRaft nodes, tests/kafka_cluster.py) runs for the whole suite, shared by the
+# workers, for the modules marked apache_kafka. Four workers, a file each at a time: every worker
+# has its own Spark session, metastore and embedded broker, and the subprocess-heavy fault tests run beside the rest (four on two cores:
 # 15.5-18.5 minutes against 19.4 on three, 2026-11-24; the workers also wait on subprocesses). The local-cluster
 # test (tests/functional/test_local_cluster.py, three JVMs) is part of it.
 # --no-loadscope-reorder: files go out in tests/conftest.py's order, longest first; xdist's
 # own order (most tests first) started the one-test fault files last, alone at the end.
-test: $(STAMP) $(FLINK_STAMP)
-	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m pytest tests -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
+test: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP)
+	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m tests.kafka_cluster run -- \
+		$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The parallel mirror on Spark's local-cluster master alone: executors in their own JVMs and Python workers.
 test-cluster: $(STAMP)
@@ -47,21 +65,21 @@ test-cluster: $(STAMP)
 # Random kills (tests/functional/test_faults_random.py) for as long as you like:
 # make soak ROUNDS=50 [SEED=N]; the rounds are written to soak-report.txt as they pass.
 ROUNDS ?= 50
-soak: $(STAMP)
+soak: $(STAMP) $(JARS_STAMP)
 	LOGSTORE_KILL_ROUNDS=$(ROUNDS) LOGSTORE_KILL_SEED=$(SEED) LOGSTORE_KILL_REPORT=$(CURDIR)/soak-report.txt \
-		$(BIN)/python -m pytest tests/functional/test_faults_random.py -p no:cacheprovider -q -s
+		$(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests/functional/test_faults_random.py -p no:cacheprovider -q -s
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
 
-functional: $(STAMP) $(FLINK_STAMP)
-	$(FLINK_ENV) $(BIN)/python -m pytest tests/functional -q
+functional: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP)
+	$(FLINK_ENV) $(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests/functional -q
 
 # The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of
 # throughput, ratios to the raw producer and peak memory. BENCH_ARGS=--quick for a short run.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[test,broker,bench,confluent]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,broker,bench,confluent]' --config-settings editable_mode=compat
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
@@ -74,4 +92,4 @@ bench-diff: $(STAMP)
 	$(BIN)/python benchmarks/diff.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(FLINK_VENV) sample_project/target sample_project/logs
+	rm -rf $(VENV) $(FLINK_VENV) .jars sample_project/target sample_project/logs

@@ -17,13 +17,9 @@ os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark-conf"
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap_servers():
-    """A real Kafka-protocol broker: LOGSTORE_TEST_BOOTSTRAP_SERVERS if set (e.g. a real Kafka
-    cluster), else the embedded development broker on a free port for this test session."""
-    external = os.environ.get("LOGSTORE_TEST_BOOTSTRAP_SERVERS")
-    if external:
-        yield external
-        return
+def embedded_broker():
+    """The embedded development broker (tansu, memory storage) on a free port for this test
+    session: the cheaper broker, for tests that are not about the broker."""
     from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
 
     with tempfile.TemporaryDirectory(prefix="logstore-broker-") as state_dir:
@@ -33,6 +29,34 @@ def kafka_bootstrap_servers():
             yield broker.bootstrap_servers
         finally:
             broker.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory):
+    """Apache Kafka: three KRaft nodes on loopback, replication factor 3, min.insync.replicas 2
+    (tests/kafka_cluster.py). `make test` starts one for the whole run and shares it among the
+    workers (LOGSTORE_TEST_APACHE_KAFKA); without it, this worker starts its own."""
+    from tests.kafka_cluster import ENV_VARIABLE, KafkaCluster
+
+    shared = os.environ.get(ENV_VARIABLE)
+    if shared:
+        yield shared
+        return
+    with KafkaCluster(tmp_path_factory.mktemp("apache_kafka")) as cluster:
+        yield cluster.bootstrap_servers
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap_servers(request):
+    """The broker of a test module: LOGSTORE_TEST_BOOTSTRAP_SERVERS if set (your own cluster),
+    else Apache Kafka for the modules marked `apache_kafka` (what only a real broker proves:
+    the contract, random kills, schema changes, the peers), else the embedded broker."""
+    external = os.environ.get("LOGSTORE_TEST_BOOTSTRAP_SERVERS")
+    if external:
+        return external
+    if request.node.get_closest_marker("apache_kafka"):
+        return request.getfixturevalue("apache_kafka")
+    return request.getfixturevalue("embedded_broker")
 
 
 @pytest.fixture(scope="session", autouse=True)

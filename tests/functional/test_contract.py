@@ -7,6 +7,8 @@ from dbt.tests.util import run_dbt
 from tests.functional.contract import assert_contract, read_topic, table_properties
 from tests.functional.contract import changes as logged_changes
 
+pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
+
 KEYED_TABLE = """
 {{ config(materialized='table', unique_key='id',
           **{'log.system': 'kafka', 'log.changelog-mode': 'all'}) }}

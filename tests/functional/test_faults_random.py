@@ -32,6 +32,8 @@ from tests.functional.contract import (
 )
 from tests.functional.fault_project import write_project
 
+pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
+
 KEYED = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=3,
           kafka_topic='keyed_' ~ var('suffix')) }}

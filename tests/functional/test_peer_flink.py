@@ -32,6 +32,8 @@ from tests.functional.flink_peer import (
     differences, expected_kinds, flink_columns, flink_python, upsert_cases, write_lines,
 )
 
+pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
+
 
 @pytest.fixture(scope="module")
 def flink(tmp_path_factory):

@@ -10,6 +10,8 @@ from tests.functional.contract import (
     canonical, changes, confirmed, read_topic, spark, table_state, wait_for_confirmations,
 )
 
+pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
+
 TYPES = """
 {{{{ config(materialized='table', unique_key='id', **{config}) }}}}
 {{% set step = var('step', 1) %}}

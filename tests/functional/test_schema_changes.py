@@ -25,6 +25,8 @@ from tests.functional.flink_peer import (
     apply_changelog, canonical_rows, debezium_case, decode_batch, decoded, differences,
 )
 
+pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
+
 CLI = str(Path(sys.executable).parent / "dbt-logstore")
 
 

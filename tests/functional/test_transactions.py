@@ -8,6 +8,8 @@ from dbt.tests.util import run_dbt
 
 from tests.functional.contract import assert_contract, read_topic
 
+pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
+
 BIG = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=2,
           **{'kafka.transaction.timeout.ms': 1500}) }}
