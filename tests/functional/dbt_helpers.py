@@ -1,6 +1,9 @@
 """Small helpers for running dbt in functional tests."""
 from dbt.tests.util import run_dbt_and_capture
 
+from dbt.adapters.logstore.project import DbtProject
+from dbt.adapters.logstore.status import model_status
+
 
 def failure_text(args):
     """The error text of a dbt command that must fail, at parse time (raised) or at run time,
@@ -10,3 +13,11 @@ def failure_text(args):
     except Exception as exc:  # parse-time errors abort the whole invocation
         out = str(exc)
     return " ".join(out.split())
+
+
+def logstore_statuses(project):
+    """`dbt-logstore status --verify` of every logged model of a dbt test `project`, in this
+    process (its Spark session: a second process cannot open the same Derby metastore)."""
+    dbt_project = DbtProject(project.project_root, profiles_dir=project.profiles_dir)
+    with dbt_project.connection():
+        return {m.name: model_status(dbt_project, m, verify=True) for m in dbt_project.logged_models()}

@@ -12,9 +12,8 @@ import pytest
 from dbt.tests.util import run_dbt
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
-from dbt.adapters.logstore.project import DbtProject
-from dbt.adapters.logstore.status import model_status
 from tests.functional.contract import assert_contract, table_state
+from tests.functional.dbt_helpers import logstore_statuses
 
 RAW = """
 {{ config(materialized='table') }}
@@ -77,12 +76,6 @@ def _responses(results):
     return {r.node.name: r.adapter_response for r in results if r.node.resource_type == "model"}
 
 
-def _statuses(project):
-    dbt_project = DbtProject(project.project_root, profiles_dir=project.profiles_dir)
-    with dbt_project.connection():
-        return {m.name: model_status(dbt_project, m, verify=True) for m in dbt_project.logged_models()}
-
-
 class TestReducedInputRuns:
     @pytest.fixture(scope="class")
     def models(self):
@@ -105,7 +98,7 @@ class TestReducedInputRuns:
             assert not rows and types, model
         assert set(table_state(f"{schema}.customers")[0]) == {"id", "name", "amount"}
         assert not topics & _topics(servers)
-        assert all(s.agree for s in _statuses(project).values())
+        assert all(s.agree for s in logstore_statuses(project).values())
 
         # full runs start the logs (the follower reads what customers logged)
         run_dbt(["run"])
@@ -124,7 +117,7 @@ class TestReducedInputRuns:
                 assert "left the table and its log as they are" in responses[model]["_message"]
             assert _end_offsets(servers, topics) == before, args
             assert {m: table_state(f"{schema}.{m}") for m in LOGGED} == tables, args
-        statuses = _statuses(project)
+        statuses = logstore_statuses(project)
         assert all(statuses[m].agree for m in LOGGED), {m: statuses[m].problems for m in LOGGED}
 
         # the next full runs log exactly what changed: the follower is not behind
@@ -134,7 +127,7 @@ class TestReducedInputRuns:
         for model in LOGGED:
             assert_contract(servers, f"{schema}.{model}", f"{schema}.{model}")
         assert table_state(f"{schema}.follower")[1] == table_state(f"{schema}.customers")[1]
-        statuses = _statuses(project)
+        statuses = logstore_statuses(project)
         assert all(statuses[m].agree for m in LOGGED), {m: statuses[m].problems for m in LOGGED}
 
     def test_a_broken_query_fails_under_empty_before_anything_changes(self, project):

@@ -271,13 +271,20 @@ def test_no_log_on_non_table_materialization_is_fine(materialized):
     assert not resolve({}, model=ref(materialized=materialized)).enabled
 
 
-@pytest.mark.parametrize("strategy", ["microbatch", "delete+insert"])
+@pytest.mark.parametrize("strategy", ["delete+insert", "replace_where"])
 def test_incremental_unsupported_strategy_fails(strategy):
     message = error_of({"log.system": "kafka"},
                        model=ref(materialized="incremental", incremental_strategy=strategy))
     assert "orders_model" in message
     assert f"incremental_strategy='{strategy}'" in message
-    assert "append, insert_overwrite, merge" in message
+    assert "append, insert_overwrite, merge, microbatch" in message
+
+
+def test_microbatch_logs_with_a_partition_by_and_needs_one():
+    model = ref(materialized="incremental", incremental_strategy="microbatch")
+    assert resolve({"log.system": "kafka", "partition_by": ["day"]}, model=model).enabled
+    message = error_of({"log.system": "kafka"}, model=model)
+    assert "orders_model" in message and "'partition_by'" in message
 
 
 @pytest.mark.parametrize("strategy", [None, "append", "insert_overwrite"])

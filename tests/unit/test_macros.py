@@ -195,6 +195,9 @@ class FakeAdapter:
     def logstore_relation(self, target_relation, kind):
         return LogstoreAdapter.logstore_relation(self, target_relation, kind)
 
+    def logstore_changeset_id(self, invocation_id, node):
+        return LogstoreAdapter.logstore_changeset_id(self, invocation_id, node)
+
     # logstore's: runs from reduced inputs
     @recorded
     def logstore_reduced_inputs(self):
@@ -631,6 +634,24 @@ def test_logged_incremental_insert_overwrite():
     intent = h.one("adapter.logstore_intent_properties")
     assert intent.args["replaced_by"] == "day" and intent.args["replaces_rows"] is True
     assert h.one("adapter.logstore_check_catalog").args["partition_by"] == "day"
+
+
+def test_logged_microbatch_batch_overwrites_its_partitions_as_a_change_set_of_its_own():
+    h = Harness("incremental", existing={"orders": "table"}, incremental_strategy="microbatch",
+                **kafka(partition_by="day"))
+    h.model["batch"] = {"id": "20240102", "event_time_start": "2024-01-02", "event_time_end": "2024-01-03"}
+    h.materialize()
+    batch = f"{INVOCATION}-batch-20240102"
+    assert h.statements()[0] == "set spark.sql.sources.partitionOverwriteMode = DYNAMIC"
+    assert h.one("statement", name="main").args["sql"] == \
+        f"insert overwrite table {TARGET} partition (day) select `id`, `amount`, `day` from {STAGING}"
+    change = h.one("adapter.logstore_change_sql")
+    assert (str(change.args["old_relation"]), change.args["scope_by"]) == (TARGET, "day")
+    intent, committed, _ = h.tblproperties(TARGET)
+    assert f"'logstore.changeset.intent' = '{batch}'" in intent
+    assert f"'logstore.changeset.committed' = '{batch}'" in committed
+    assert h.one("adapter.logstore_mirror").args["changeset"] == batch
+    assert f"'logstore.changeset.id' = '{batch}'" in h.one("adapter.logstore_create", relation=CHANGES).args["sql"]
 
 
 def test_logged_incremental_merge_on_delta_runs_merge_into():

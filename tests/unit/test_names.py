@@ -86,6 +86,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
         "__logstore_commits": "CONTROL_TOPIC_SUFFIX",
         "dbt-logstore.": "TRANSACTIONAL_ID_PREFIX",
         "task-": "TASK_PREFIX",
+        "-batch-": "BATCH_INFIX",
         "logstore.table": "H_TABLE",
         "logstore.snapshot": "H_SNAPSHOT",
         "logstore.changeset": "H_CHANGESET",
@@ -145,3 +146,19 @@ def test_the_writers_of_a_parallel_mirror_are_named_from_the_tables():
     assert names.task_writer_name(3, 1) == "task-3.1"
     assert names.transactional_id(names.task_writer_id("analytics.orders", 3)) == \
         "dbt-logstore.analytics.orders.task-3"
+
+
+def test_a_microbatch_batch_has_a_change_set_of_its_own():
+    from types import SimpleNamespace
+
+    from dbt.adapters.logstore.impl import LogstoreAdapter
+
+    assert names.changeset_id("inv") == "inv"
+    assert names.changeset_id("inv", "20240102") == "inv-batch-20240102"
+    # the node as the macros hand it (a dict) and as dbt holds it (BatchContext on the node)
+    batch = {"batch": {"id": "20240102"}}
+    assert LogstoreAdapter.logstore_changeset_id(None, "inv", batch) == "inv-batch-20240102"
+    node = SimpleNamespace(batch=SimpleNamespace(id="20240102"))
+    assert LogstoreAdapter.logstore_changeset_id(None, "inv", node) == "inv-batch-20240102"
+    assert LogstoreAdapter.logstore_changeset_id(None, "inv", {"name": "m"}) == "inv"
+    assert LogstoreAdapter.logstore_changeset_id(None, "inv", None) == "inv"

@@ -92,6 +92,16 @@ class LogstoreAdapter(SparkAdapter):
         if nodes:
             check_all(nodes.values(), self.logstore_config)
 
+    @available
+    def logstore_changeset_id(self, invocation_id: str, node: Any) -> str:
+        """The id of the change set this model run commits: one per microbatch batch."""
+        batch = node.get("batch") if isinstance(node, Mapping) else getattr(node, "batch", None)
+        if isinstance(batch, Mapping):
+            batch = batch.get("id")
+        elif batch is not None:
+            batch = getattr(batch, "id", None)
+        return names.changeset_id(invocation_id, batch)
+
     # --- runs from reduced inputs (run_modes.py) ----------------------------------------
 
     @available

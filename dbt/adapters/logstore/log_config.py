@@ -231,6 +231,12 @@ def resolve_log_config(
                                  f"'unique_key' (the key rows are upserted by).")
         if strategy == "merge":
             refuse_merge_only_options(model, system, raw)
+        if strategy == "microbatch" and not raw.get("partition_by"):
+            # dbt-spark's microbatch overwrites the partitions of each batch's rows; without
+            # partition_by it would overwrite the whole table with one batch
+            raise LogConfigError(f"Model '{model}': incremental_strategy='microbatch' needs a "
+                                 f"'partition_by' (each batch overwrites the partitions it has "
+                                 f"rows in, as dbt-spark runs it).")
 
     emit = str(lookup(model, raw, "mixed-format.emit.mode")).replace(" ", "").lower()
     if emit not in EMIT_MODES:

@@ -25,7 +25,7 @@ KEY_FORMATS = ("json",)
 EMIT_MODES = ("file,log",)
 KAFKA_CLIENTS = ("kafka-python", "confluent")
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental")
-LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge")
+LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge", "microbatch")
 # dbt's `merge` options that Spark's MERGE applies but the logged change set (changes.py: full
 # rows, scoped by unique_key alone) and the upsert by rewrite do not: with one of them set, the
 # log would record changes the table did not make. `predicates` is dbt's older spelling of

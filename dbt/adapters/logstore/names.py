@@ -21,6 +21,17 @@ def transactional_id(writer_id: str) -> str:
     return f"{TRANSACTIONAL_ID_PREFIX}{writer_id}"
 
 
+# A change set's id is dbt's invocation id; a microbatch model commits one change set per batch
+# within one invocation, so each batch's adds this and the batch's id (dbt's BatchContext.id).
+BATCH_INFIX = "-batch-"
+
+
+def changeset_id(invocation_id: str, batch_id: "str | None" = None) -> str:
+    """The id of the change set a model run commits (the table's tags and the log's headers name
+    it; recovery finds a failed run's change set by it, so no two commits may share one)."""
+    return invocation_id if not batch_id else f"{invocation_id}{BATCH_INFIX}{batch_id}"
+
+
 # A Spark task of a parallel mirror writes as "<table's writer id>.task-<index>" (its transactional
 # id), naming each attempt "task-<index>.<retry>" (its H_WRITER header).
 TASK_PREFIX = "task-"

@@ -3,6 +3,13 @@
 
 {#-- The protocol's names (dbt/adapters/logstore/names.py) come from the adapter:
      logstore_relation for the model's own relations, logstore_names for properties. --#}
+{#-- The id of the change set this run commits (names.changeset_id): dbt's invocation id, and
+     each microbatch batch's own. --#}
+{% macro logstore_changeset_id() -%}
+  {{ return(adapter.logstore_changeset_id(invocation_id, model if model is defined else none)) }}
+{%- endmacro %}
+
+
 {% macro logstore_relation(target_relation, kind) -%}
   {{ return(adapter.logstore_relation(target_relation, kind)) }}
 {%- endmacro %}
@@ -57,7 +64,7 @@
   {%- endif -%}
   {%- if log_starts -%}
     {{ log("logstore: " ~ target_relation ~ " starts its log in " ~ log_config.topic ~ " with the table's current rows", info=true) }}
-    {%- set changeset_id = invocation_id ~ '-start' -%}
+    {%- set changeset_id = logstore_changeset_id() ~ '-start' -%}
     {%- do logstore_build_changes(log_config, changes, existing, changeset_id=changeset_id) -%}
     {%- do logstore_set_tblproperties(existing, adapter.logstore_properties(log_config, changeset_id, partitions, record_sources=false)) -%}
     {%- do logstore_finish(log_config, existing, changes, changeset_id, log_starts=true) -%}
@@ -114,7 +121,8 @@
      unique_check: fail before the commit if new_relation repeats a key of a keyed log; with
      old rows the diff counts keys in its own shuffle, else a query of its own does.
      shape_of: the table new_relation's rows are inserted into by column name. --#}
-{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=invocation_id, scope_relation=none, unique_check=false, shape_of=none) -%}
+{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=none, scope_relation=none, unique_check=false, shape_of=none) -%}
+  {%- set changeset_id = changeset_id or logstore_changeset_id() -%}
   {%- set mark_duplicates = unique_check and old_relation is not none -%}
   {%- if unique_check and not mark_duplicates -%}
     {%- do adapter.logstore_check_unique(log_config, new_relation) -%}
@@ -143,13 +151,13 @@
 {#-- The commit by swap: the staged table, tagged with the change set, takes the model's name
      (so tag and rows commit together), then the change set goes to the log. --#}
 {% macro logstore_swap_in(log_config, staged_relation, target_relation, old_relation, changes_relation, partitions, rows_affected) -%}
-  {%- do logstore_set_tblproperties(staged_relation, adapter.logstore_properties(log_config, invocation_id, partitions, old_relation)) -%}
+  {%- do logstore_set_tblproperties(staged_relation, adapter.logstore_properties(log_config, logstore_changeset_id(), partitions, old_relation)) -%}
   {%- if old_relation is not none -%}
     {%- do adapter.drop_relation(old_relation) -%}
     {%- do adapter.logstore_crash_point('mid_swap') -%}
   {%- endif -%}
   {%- do adapter.rename_relation(staged_relation, target_relation) -%}
-  {%- set response = logstore_finish(log_config, target_relation, changes_relation, invocation_id, rows_affected) -%}
+  {%- set response = logstore_finish(log_config, target_relation, changes_relation, logstore_changeset_id(), rows_affected) -%}
   {%- do store_result('main', response=response) -%}
 {%- endmacro %}
 

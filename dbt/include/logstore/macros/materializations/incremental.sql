@@ -22,7 +22,9 @@
     {{ return(logstore_reduced_run(log_config, target_relation, reduced_inputs)) }}
   {%- endif -%}
 
-  {%- if strategy == 'insert_overwrite' and partition_by -%}
+  {#-- microbatch: dbt-spark's insert_overwrite of each batch's partitions --#}
+  {%- set overwrites = strategy in ['insert_overwrite', 'microbatch'] -%}
+  {%- if overwrites and partition_by -%}
     {%- call statement() -%}
       set spark.sql.sources.partitionOverwriteMode = DYNAMIC
     {%- endcall -%}
@@ -48,7 +50,7 @@
       {%- do adapter.logstore_check_unique(log_config, staging, existing_relation) -%}
       {#-- the rows as the insert takes them: the table's columns (on_schema_change) --#}
       {%- do logstore_build_changes(log_config, changes, staging, shape_of=existing_relation) -%}
-    {%- elif strategy == 'insert_overwrite' -%}
+    {%- elif overwrites -%}
       {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by, unique_check=true, shape_of=existing_relation) -%}
     {%- else -%}
       {%- do adapter.logstore_check_unique(log_config, staging) -%}
@@ -73,17 +75,17 @@
       {#-- the intent first, so a run that dies between the statement and its tag can be judged --#}
       {%- set intent = adapter.logstore_intent_properties(
             staging, existing_relation, rows_affected,
-            partition_by if strategy == 'insert_overwrite' else log_config.unique_key,
+            partition_by if overwrites else log_config.unique_key,
             strategy != 'append') -%}
-      {%- do intent.update({adapter.logstore_names().intent: invocation_id}) -%}
+      {%- do intent.update({adapter.logstore_names().intent: logstore_changeset_id()}) -%}
       {%- do logstore_set_tblproperties(target_relation, intent) -%}
       {%- do adapter.logstore_crash_point('incremental_intent') -%}
       {%- call statement('main') -%}
         {{ dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates) }}
       {%- endcall -%}
       {%- do adapter.logstore_crash_point('incremental_commit') -%}
-      {%- do logstore_set_tblproperties(target_relation, adapter.logstore_properties(log_config, invocation_id, partitions)) -%}
-      {%- set response = logstore_finish(log_config, target_relation, changes, invocation_id, rows_affected) -%}
+      {%- do logstore_set_tblproperties(target_relation, adapter.logstore_properties(log_config, logstore_changeset_id(), partitions)) -%}
+      {%- set response = logstore_finish(log_config, target_relation, changes, logstore_changeset_id(), rows_affected) -%}
       {%- do store_result('main', response=response) -%}
     {%- endif -%}
     {%- do adapter.drop_relation(staging) -%}
