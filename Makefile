@@ -76,13 +76,14 @@ functional: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP)
 	$(FLINK_ENV) $(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests/functional -q
 
 # The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of
-# throughput, ratios to the raw producer and peak memory. BENCH_ARGS=--quick for a short run.
+# throughput, ratios to the raw producer and peak memory. BENCH_ARGS=--quick for a short run;
+# BENCH_ARGS="--brokers embedded,apache" measures on the embedded broker and on Apache Kafka.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,broker,bench,confluent]' --config-settings editable_mode=compat
 	touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/mirror.py $(BENCH_ARGS)
 
 # The change-set benchmark (benchmarks/diff.py): a keyed rebuild's diff, JSON images against

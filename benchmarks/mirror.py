@@ -2,11 +2,14 @@
 
     python benchmarks/mirror.py [--rows 100000,1000000] [--rebuild-rows N,...] [--rebuild-client C] [--quick]
                                 [--parallelism 2] [--clients kafka-python,confluent]
-                                [--profile DIR] [--no-fetch] [--only TEXT]... [--results FILE]
+                                [--brokers embedded,apache] [--profile DIR] [--no-fetch] [--only TEXT]...
+                                [--results FILE]
     python benchmarks/mirror.py --check [FILE]
 
 `make bench` runs it with the defaults. It starts the embedded broker (or uses
---bootstrap-servers), writes a throw-away dbt project under a temp directory and runs every
+--bootstrap-servers; `--brokers embedded,apache` measures the raw producer and the mirror on the
+embedded broker and on a three-node Apache Kafka cluster (tests/kafka_cluster.py, RF 3,
+min.insync.replicas 2, acks=all), one after the other in the same run), writes a throw-away dbt project under a temp directory and runs every
 configuration in its own process (its own Spark session, so peak memory is per configuration):
 
 - raw:      the Kafka client alone, one producer sending the same pre-encoded records (same
@@ -448,6 +451,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--clients", default="kafka-python,confluent",
                         help="Kafka clients to measure (confluent is skipped when not installed)")
     parser.add_argument("--bootstrap-servers", help="a running broker (default: start the embedded one)")
+    parser.add_argument("--brokers", default="embedded",
+                        help="brokers to start and measure on, comma-separated: embedded (tansu), apache "
+                        "(three Apache Kafka nodes, make jars); the keyed rebuild runs on the last")
     parser.add_argument("--profile", metavar="DIR", help="write a pyinstrument profile of each mirror run here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--only", action="append", metavar="TEXT",
@@ -486,26 +492,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
     project = write_project(work)
-    broker = None
-    servers = args.bootstrap_servers
-    if not servers:
-        from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
-
-        broker = EmbeddedBroker(port=free_port(), state_dir=work / "broker")
-        broker.start()
-        servers = broker.bootstrap_servers
-    print(f"broker {servers}; work directory {work}; rows {sizes}; clients {clients}", flush=True)
+    brokers = ["given"] if args.bootstrap_servers else [b.strip() for b in args.brokers.split(",") if b.strip()]
+    print(f"brokers {brokers}; work directory {work}; rows {sizes}; clients {clients}", flush=True)
     rows_out: List[List[str]] = []
     results: Dict[str, Dict[str, Any]] = {}
     configurations: List[Dict[str, Any]] = []
     rebuilds: List[Dict[str, Any]] = []
     failures: List[Dict[str, str]] = []
+    broker: Any = None
     try:
         counter = 0
+        servers, on = "", ""
 
         def measure(name: str, kind: str, rows: int, client: str = "kafka-python", **extra: Any) -> Dict[str, Any]:
             nonlocal counter
             counter += 1
+            name += on
             if args.only and not any(text in name for text in args.only):
                 return {"records": 0, "seconds": 0.0, "driver_mb": None, "jvm_mb": None,
                         "nolog_seconds": 0.0, "log_seconds": 0.0, "skipped": True}
@@ -529,35 +531,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"  {name}: {result} ({time.monotonic() - started:.0f} s)", flush=True)
             return result
 
-        partitions = max(2, args.parallelism)
-        for rows in sizes:
-            for client in clients:
-                tag = "" if client == "kafka-python" else f" [{client}]"
-                raw = measure(f"raw {rows}{tag}", "raw", rows, client)
-                if raw.get("failed"):
-                    continue
-                configurations.append(_entry("raw", client, rows, "transactional", 1, raw, None))
-                rows_out.append([f"raw producer{tag}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-",
-                                 "-", "-"])
-                configs = [("transactional, 1 writer", {"consistency": "transactional",
-                                                        "fetch": client == clients[0]
-                                                        and not args.no_fetch}),
-                           ("eventual, 1 writer", {"consistency": "eventual"})]
-                if args.parallelism > 1:
-                    configs.append((f"transactional, {args.parallelism} tasks",
-                                    {"parallelism": args.parallelism, "partitions": partitions}))
-                for label, extra in configs:
-                    result = measure(f"mirror {rows} {label}{tag}", "mirror", rows, client, **extra)
-                    if result.get("failed"):
-                        rows_out.append([f"mirror {label}{tag}", f"{rows:,}", "FAILED", "-", "-", "-", "-", "-"])
-                        continue
-                    configurations.append(_entry(
-                        "mirror", client, rows, extra.get("consistency", "transactional"),
-                        extra.get("parallelism", 1), result, raw))
-                    rows_out.append([f"mirror {label}{tag}", f"{rows:,}", f"{_rate(result):,.0f}",
-                                     _ratio(result, raw), _mb(result["driver_mb"]),
-                                     _mb(result["jvm_mb"]), _transactions(result),
-                                     _seconds(result.get("longest_transaction_s"))])
+        for broker_name in brokers:
+            broker, servers = start_broker(broker_name, args.bootstrap_servers, work / f"broker-{broker_name}")
+            on = f" @{broker_name}" if broker_name not in ("embedded", "given") else ""
+            print(f"broker {broker_name}: {servers}", flush=True)
+            measure_mirrors(args, sizes, clients, measure, broker_name, configurations, rows_out)
+            if broker_name == brokers[-1]:  # the rebuild measures the diff: the last broker is enough
+                break
+            stop_broker(broker)
+            broker = None
         for rows in rebuild_sizes:
             session = str(work / f"spark-rebuild-{rows}")  # one metastore for the three phases
             topic = f"bench.rebuild.{rows}"
@@ -573,8 +555,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  "with_log_s": log["seconds"], "without_log_s": nolog["seconds"],
                                  "mirror_s": log["log_seconds"], "ratio": log["seconds"] / nolog["seconds"]})
     finally:
-        if broker is not None:
-            broker.stop()
+        stop_broker(broker)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -624,6 +605,68 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 1 if failures else 0  # a configuration that failed is a failed run; a missed target is --check's
 
 
+def measure_mirrors(args: Any, sizes: List[int], clients: List[str], measure: Callable[..., Dict[str, Any]],
+                    broker: str, configurations: List[Dict[str, Any]], rows_out: List[List[str]]) -> None:
+    """The raw producer and the mirror's configurations at each size and client, on one broker."""
+    on = f" @{broker}" if broker not in ("embedded", "given") else ""
+    partitions = max(2, args.parallelism)
+    for rows in sizes:
+        for client in clients:
+            tag = "" if client == "kafka-python" else f" [{client}]"
+            raw = measure(f"raw {rows}{tag}", "raw", rows, client)
+            if raw.get("failed"):
+                continue
+            configurations.append(_entry("raw", client, rows, "transactional", 1, raw, None, broker))
+            rows_out.append([f"raw producer{tag}{on}", f"{rows:,}", f"{_rate(raw):,.0f}", "1.00", "-", "-",
+                             "-", "-"])
+            configs = [("transactional, 1 writer", {"consistency": "transactional",
+                                                    "fetch": client == clients[0]
+                                                    and not args.no_fetch}),
+                       ("eventual, 1 writer", {"consistency": "eventual"})]
+            if args.parallelism > 1:
+                configs.append((f"transactional, {args.parallelism} tasks",
+                                {"parallelism": args.parallelism, "partitions": partitions}))
+            for label, extra in configs:
+                result = measure(f"mirror {rows} {label}{tag}", "mirror", rows, client, **extra)
+                if result.get("failed"):
+                    rows_out.append([f"mirror {label}{tag}{on}", f"{rows:,}", "FAILED", "-", "-", "-", "-", "-"])
+                    continue
+                configurations.append(_entry(
+                    "mirror", client, rows, extra.get("consistency", "transactional"),
+                    extra.get("parallelism", 1), result, raw, broker))
+                rows_out.append([f"mirror {label}{tag}{on}", f"{rows:,}", f"{_rate(result):,.0f}",
+                                 _ratio(result, raw), _mb(result["driver_mb"]),
+                                 _mb(result["jvm_mb"]), _transactions(result),
+                                 _seconds(result.get("longest_transaction_s"))])
+
+
+def start_broker(name: str, given: Optional[str], directory: Path) -> Tuple[Any, str]:
+    """The broker to measure on, started here (none for --bootstrap-servers), and its servers."""
+    if name == "given":
+        return None, str(given)
+    if name == "embedded":
+        from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
+
+        broker = EmbeddedBroker(port=free_port(), state_dir=directory)
+        broker.start()
+        return broker, broker.bootstrap_servers
+    if name == "apache":
+        sys.path.insert(0, str(HERE.parent))
+        from tests.kafka_cluster import JVM_OPTIONS, KafkaCluster
+
+        # the brokers' JIT compiles fully here: they carry the load being measured
+        options = [o for o in JVM_OPTIONS if not o.startswith("-XX:TieredStopAtLevel")
+                   and not o.startswith("-Xmx")] + ["-Xmx1g"]
+        cluster = KafkaCluster(directory, nodes=3, jvm_options=options).start()
+        return cluster, cluster.bootstrap_servers
+    raise SystemExit(f"--brokers: unknown broker {name!r}; allowed: embedded, apache")
+
+
+def stop_broker(broker: Any) -> None:
+    if broker is not None:
+        broker.stop()
+
+
 def cpu_budget(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float]) -> List[str]:
     """What the machine's cores allow: the mirror does the raw producer's work (the client and
     the broker) plus Spark's (rendering the records, sending them to the driver), so with every
@@ -632,12 +675,13 @@ def cpu_budget(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float])
     for raw in (c for c in configurations if c["kind"] == "raw" and c.get("cpu_us_per_record")):
         spark_us = fetch_us.get(raw["rows"])
         mirrors = [c for c in configurations if c["kind"] == "mirror" and c["client"] == raw["client"]
-                   and c["rows"] == raw["rows"] and c.get("cpu_us_per_record")]
+                   and c["rows"] == raw["rows"] and c.get("broker") == raw.get("broker")
+                   and c.get("cpu_us_per_record")]
         if not spark_us or not mirrors:
             continue
         bound = cores / ((raw["cpu_us_per_record"] + spark_us) / 1e6)
         used = ", ".join(f"{m['consistency']} {m['writers']} writer(s) {m['cpu_us_per_record']:.1f}" for m in mirrors)
-        lines.append(f"CPU us/record, {raw['rows']:,} rows [{raw['client']}]: raw producer "
+        lines.append(f"CPU us/record, {raw['rows']:,} rows [{raw['client']}] on {raw.get('broker', 'embedded')}: raw producer "
                      f"{raw['cpu_us_per_record']:.1f} + Spark -> driver {spark_us:.1f}; mirror {used}. "
                      f"On {cores} cores the mirror can send at most {bound:,.0f} records/s = "
                      f"x{bound / raw['records_per_s']:.2f} the raw producer")
@@ -645,12 +689,12 @@ def cpu_budget(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float])
 
 
 def _entry(kind: str, client: str, rows: int, consistency: str, writers: int,
-           result: Dict[str, Any], raw: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+           result: Dict[str, Any], raw: Optional[Dict[str, Any]], broker: str = "embedded") -> Dict[str, Any]:
     """One configuration's figures, as results.json holds them."""
     rate = _rate(result) if result["seconds"] else None
     ratio = rate / _rate(raw) if raw is not None and rate and raw["seconds"] else None
     return {"kind": kind, "client": client, "rows": rows, "consistency": consistency,
-            "writers": writers, "records": result["records"], "seconds": result["seconds"],
+            "writers": writers, "broker": broker, "records": result["records"], "seconds": result["seconds"],
             "records_per_s": rate, "ratio_to_raw": ratio, "driver_mb": result.get("driver_mb"),
             "jvm_mb": result.get("jvm_mb"), "transactions": result.get("transactions"),
             "longest_transaction_s": result.get("longest_transaction_s"),
