@@ -257,13 +257,16 @@ def test_valid_topic_names(topic):
 # --- materializations, strategies, language -----------------------------------------------
 
 
-@pytest.mark.parametrize("materialized", ["view", "ephemeral", "seed", "snapshot",
-                                          "materialized_view"])
+@pytest.mark.parametrize("materialized", ["view", "ephemeral", "snapshot", "materialized_view"])
 def test_log_on_non_table_materialization_fails(materialized):
     message = error_of({"log.system": "kafka"}, model=ref(materialized=materialized))
     assert "orders_model" in message
     assert f"materialized='{materialized}'" in message
-    assert "table, incremental" in message
+    assert "table, incremental, seed" in message
+
+
+def test_a_seed_can_carry_a_log():
+    assert resolve({"log.system": "kafka", "unique_key": "id"}, model=ref(materialized="seed")).keyed
 
 
 @pytest.mark.parametrize("materialized", ["view", "ephemeral", "seed", "snapshot"])

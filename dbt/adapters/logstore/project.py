@@ -19,6 +19,10 @@ from dbt.adapters.logstore.reader import ReaderError
 from dbt.adapters.logstore.row_source import iter_query_rows
 
 
+# the dbt resources that can carry a log (log_options.LOGGABLE_MATERIALIZATIONS)
+LOGGABLE_RESOURCES = ("model", "seed")
+
+
 @dataclass(frozen=True)
 class LoggedModel:
     name: str
@@ -96,7 +100,7 @@ class DbtProject:
     def logged_models(self) -> List[LoggedModel]:
         models = []
         for node in self.manifest.nodes.values():
-            if node.resource_type != "model":
+            if node.resource_type not in LOGGABLE_RESOURCES:
                 continue
             log = self.adapter.logstore_config(node)
             if log.enabled:

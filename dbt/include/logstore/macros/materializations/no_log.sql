@@ -1,14 +1,9 @@
-{#-- Views, seeds and snapshots cannot carry a log: check the options (a log on them is an
+{#-- Views and snapshots cannot carry a log: check the options (a log on them is an
      error naming the model and key), then build exactly as dbt-spark does. --#}
 
 {% materialization view, adapter='logstore' -%}
   {%- do adapter.logstore_config(model) -%}
   {{ return(materialization_view_spark()) }}
-{%- endmaterialization %}
-
-{% materialization seed, adapter='logstore' -%}
-  {%- do adapter.logstore_config(model) -%}
-  {{ return(materialization_seed_default()) }}
 {%- endmaterialization %}
 
 {% materialization snapshot, adapter='logstore' -%}
