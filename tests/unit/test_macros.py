@@ -198,6 +198,17 @@ class FakeAdapter:
     def logstore_changeset_id(self, invocation_id, node):
         return LogstoreAdapter.logstore_changeset_id(self, invocation_id, node)
 
+    # dbt's, for seeds
+    def convert_type(self, agate_table, index):
+        return agate_table.types[index]
+
+    def quote_seed_column(self, column, quote_config):
+        return column
+
+    @recorded
+    def add_query(self, sql, bindings=None, abridge_sql_log=False):
+        return None
+
     # logstore's: runs from reduced inputs
     @recorded
     def logstore_reduced_inputs(self):
@@ -756,6 +767,34 @@ def test_tblproperties_values_are_escaped():
 
 
 # --- no log: views, seeds, snapshots --------------------------------------------------------
+
+class FakeAgateTable:
+    column_names = ("id", "name")
+    types = ("bigint", "string")
+    rows = [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_logged_seed_stages_its_csv_diffs_it_and_swaps_it_in():
+    h = Harness("seed", existing={"orders": "table"}, **kafka())
+    h.context.update(load_agate_table=lambda: FakeAgateTable(), get_batch_size=lambda: 2,
+                     get_binding_char=lambda: "%s", file_format_clause=lambda: "using parquet",
+                     partition_cols=lambda label: "", clustered_cols=lambda label: "",
+                     comment_clause=lambda: "")
+    assert [str(r) for r in h.materialize()["relations"]] == [TARGET]
+    assert _sql(h.one("adapter.logstore_create", relation=STAGING).args["sql"]) == \
+        f"create table {STAGING} (id bigint, name string) using parquet"
+    inserts = h.all("adapter.add_query")  # the CSV's rows in batches of get_batch_size()
+    assert [len(c.args["bindings"]) for c in inserts] == [4, 2]
+    assert _sql(inserts[0].args["sql"]) == (f"insert into {STAGING} values "
+                                            "(cast(%s as bigint),cast(%s as string)), (cast(%s as bigint),cast(%s as string))")
+    change = h.one("adapter.logstore_change_sql")
+    assert (str(change.args["new_relation"]), str(change.args["old_relation"])) == (STAGING, TARGET)
+    in_order(h, ("adapter.logstore_lock", {}), ("adapter.logstore_prepare", {}),
+             ("adapter.logstore_create", {"relation": STAGING}), ("adapter.add_query", {}),
+             ("adapter.logstore_check_change_set", {}), ("adapter.drop_relation", {"relation": TARGET}),
+             ("adapter.rename_relation", {}), ("adapter.logstore_mirror", {}))
+    assert h.one("adapter.logstore_mirror").args["rows_affected"] == 3
+
 
 @pytest.mark.parametrize("materialized,spark", [("view", "materialization_view_spark"),
                                                 ("seed", "materialization_seed_default"),
