@@ -3,10 +3,11 @@ formats (flink-json's `debezium-json` and `json`), not by this package's code, a
 changelog is applied to a multiset of rows that must equal the Spark table.
 
 Flink runs in its own virtual environment (`make test` creates `.venv-flink` with
-apache-flink==2.3.0 and passes its interpreter as LOGSTORE_FLINK_PYTHON), as a subprocess running
-tests/peers/flink_decode.py. Flink has no Kafka connector there: the record values are written to
-a file, one per line, and read with the `filesystem` connector and the format under test, in
-streaming mode, so the changelog keeps its row kinds (+I, -U, +U, -D). Upsert-kafka's semantics
+apache-flink==2.2.1 and passes its interpreter as LOGSTORE_FLINK_PYTHON), as a subprocess running
+tests/peers/flink_decode.py. For test_peer_flink.py Flink does not read Kafka itself
+(test_live_flink.py does, with Flink's Kafka connector and `Case(path=None)`): the record values
+are written to a file, one per line, and read with the `filesystem` connector and the format
+under test, in streaming mode, so the changelog keeps its row kinds (+I, -U, +U, -D). Upsert-kafka's semantics
 (value = upsert of its key, null value = delete of its key) are applied here on top of Flink's
 `json` decoding of keys and values.
 
@@ -30,7 +31,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pytest
 
-from tests.functional.contract import Message, _split_top, canonical
+from tests.functional.contract import Message, _split_top, canonical, confirmed, read_topic
 
 FLINK_PYTHON_ENV = "LOGSTORE_FLINK_PYTHON"
 DECODER = Path(__file__).resolve().parents[1] / "peers" / "flink_decode.py"
@@ -44,12 +45,12 @@ def flink_python() -> str:
         pytest.fail(
             f"{FLINK_PYTHON_ENV} is not set: the Flink peer tests need PyFlink in its own virtual "
             "environment. Run them with `make test` (or `make functional`), which creates "
-            f".venv-flink with apache-flink==2.3.0 and sets {FLINK_PYTHON_ENV}, or set "
-            f"{FLINK_PYTHON_ENV} to the python of a virtual environment with apache-flink==2.3.0 "
+            f".venv-flink with apache-flink==2.2.1 and sets {FLINK_PYTHON_ENV}, or set "
+            f"{FLINK_PYTHON_ENV} to the python of a virtual environment with apache-flink==2.2.1 "
             "installed.", pytrace=False)
     if not os.access(python, os.X_OK):
         pytest.fail(f"{FLINK_PYTHON_ENV}={python} is not an executable; run `make test` to create "
-                    ".venv-flink, or point it at a python with apache-flink==2.3.0.", pytrace=False)
+                    ".venv-flink, or point it at a python with apache-flink==2.2.1.", pytrace=False)
     return python
 
 
@@ -105,12 +106,16 @@ class Case:
     name: str
     format: str  # "debezium-json" or "json"
     columns: List[Tuple[str, str]]  # (name, Flink SQL type)
-    path: str
+    path: Optional[str]  # None: `options` are the table's whole WITH clause (e.g. a Kafka source)
     options: Dict[str, str] = field(default_factory=dict)
+    primary_key: Sequence[str] = ()
 
     def job(self) -> dict:
-        return {"name": self.name, "format": self.format, "columns": [list(c) for c in self.columns],
-                "options": self.options, "path": self.path}
+        job = {"name": self.name, "format": self.format, "columns": [list(c) for c in self.columns],
+               "options": self.options, "primary_key": list(self.primary_key)}
+        if self.path is not None:
+            job["path"] = self.path
+        return job
 
 
 def write_lines(path: Path, values: Iterable[Optional[bytes]]) -> str:
@@ -147,6 +152,52 @@ def upsert_cases(name: str, messages: Sequence[Message], types: Dict[str, str],
 
 
 # ---------------------------------------------------------------------------------------------
+# dbt models whose rows depend on var('step'), and their confirmed log
+
+def _literal(value, spark_type: str) -> str:
+    """Spark SQL for a value: text literals cast to the type, or an expression given as ('sql', text)."""
+    if value is None:
+        return f"cast(null as {spark_type})"
+    if isinstance(value, tuple):
+        return f"cast({value[1]} as {spark_type})"
+    return f"cast('{value}' as {spark_type})"
+
+
+def model_sql(config: str, columns: Dict[str, str], steps: Dict[int, List[dict]]) -> str:
+    """A model whose rows depend on var('step'): each step's rows as a `union all` of selects."""
+    branches = []
+    for i, (step, rows) in enumerate(steps.items()):
+        selects = [
+            "select " + ", ".join(f"{_literal(row.get(c), t)} as {c}" for c, t in columns.items())
+            for row in rows
+        ]
+        branches.append(("{% if" if i == 0 else "{% elif") + f" var('step') == {step} %}}\n"
+                        + "\nunion all\n".join(selects))
+    return "{{ config(" + config + ") }}\n" + "\n".join(branches) + "\n{% endif %}\n"
+
+
+def sql(text: str):
+    return ("sql", text)
+
+
+def confirmed_log(bootstrap: str, topic: str, snapshots: int, timeout_seconds: float = 60.0) -> List[Message]:
+    """The confirmed data records (contract.confirmed) once all `snapshots` confirmations and
+    all their records are readable: commit markers land asynchronously after a run."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        confirmations = [json.loads(m.value) for m in
+                         read_topic(bootstrap, topic + "__logstore_commits")]
+        messages = confirmed(bootstrap, topic, read_topic(bootstrap, topic))
+        expected = sum(c["records"] for c in confirmations)
+        if len(confirmations) >= snapshots and len(messages) == expected:
+            return messages
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: {len(confirmations)} of {snapshots} confirmations, "
+                                 f"{len(messages)} of {expected} confirmed records readable")
+        time.sleep(0.3)
+
+
+# ---------------------------------------------------------------------------------------------
 # Running Flink
 
 def _environment() -> Dict[str, str]:
@@ -168,14 +219,15 @@ class FlinkDecoder:
     """One Flink process (one JVM, one mini cluster) for many batches of cases: it starts at
     once in the background (10-20 s) and serves `decode` calls until `close`."""
 
-    def __init__(self, directory: Path, python: Optional[str] = None):
+    def __init__(self, directory: Path, python: Optional[str] = None, jars: Sequence[str] = ()):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._log_path = self.directory / "flink.log"
         self._log = open(self._log_path, "wb")
         self._batches = 0
+        jar_args = [arg for jar in jars for arg in ("--jar", str(jar))]
         self._process = subprocess.Popen(
-            [python or flink_python(), str(DECODER), "--serve"], stdin=subprocess.PIPE,
+            [python or flink_python(), str(DECODER), *jar_args, "--serve"], stdin=subprocess.PIPE,
             stdout=self._log, stderr=subprocess.STDOUT, cwd=str(self.directory),
             env=_environment(), start_new_session=True)  # its own group: close() ends the JVM too
 

@@ -1,5 +1,5 @@
 """Apache Flink reads our logs: the confirmed records of each topic are decoded by Flink's own
-`debezium-json` and `json` formats (PyFlink 2.3, in .venv-flink, see flink_peer.py), and the
+`debezium-json` and `json` formats (PyFlink 2.2.1, in .venv-flink, see flink_peer.py), and the
 changelog Flink makes of them, applied in order, must end with exactly the table's rows, after
 every run.
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -25,11 +24,12 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from tests.functional.contract import (
-    Message, canonical, confirmed, read_topic, spark, table_properties, table_state,
+    Message, canonical, spark, table_properties, table_state,
 )
 from tests.functional.flink_peer import (
-    Case, FlinkDecoder, apply_changelog, apply_upsert, canonical_rows, debezium_case, decoded,
-    differences, expected_kinds, flink_columns, flink_python, upsert_cases, write_lines,
+    Case, FlinkDecoder, apply_changelog, apply_upsert, canonical_rows, confirmed_log, debezium_case,
+    decoded, differences, expected_kinds, flink_columns, flink_python, model_sql, sql, upsert_cases,
+    write_lines,
 )
 
 pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
@@ -53,23 +53,6 @@ class Snapshot:
     messages: List[Message]  # the confirmed records of the topic after this step
     types: Dict[str, str]
     table: Counter
-
-
-def confirmed_log(bootstrap: str, topic: str, snapshots: int, timeout_seconds: float = 60.0) -> List[Message]:
-    """The confirmed data records (contract.confirmed) once all `snapshots` confirmations and
-    all their records are readable: commit markers land asynchronously after a run."""
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        confirmations = [json.loads(m.value) for m in
-                         read_topic(bootstrap, topic + "__logstore_commits")]
-        messages = confirmed(bootstrap, topic, read_topic(bootstrap, topic))
-        expected = sum(c["records"] for c in confirmations)
-        if len(confirmations) >= snapshots and len(messages) == expected:
-            return messages
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{topic}: {len(confirmations)} of {snapshots} confirmations, "
-                                 f"{len(messages)} of {expected} confirmed records readable")
-        time.sleep(0.3)
 
 
 def run_steps(project, bootstrap: str, model: str, steps: Sequence[int],
@@ -118,32 +101,6 @@ def check_debezium(flink: FlinkDecoder, directory: Path, name: str, snapshots: L
     last = [k for k, _ in decoded(results, cases[-1])]
     assert sorted(set(last)) == sorted(kinds), f"{name}: row kinds {sorted(set(last))}, expected {sorted(kinds)}"
     return last
-
-
-def _literal(value, spark_type: str) -> str:
-    """Spark SQL for a value: text literals cast to the type, or an expression given as ('sql', text)."""
-    if value is None:
-        return f"cast(null as {spark_type})"
-    if isinstance(value, tuple):
-        return f"cast({value[1]} as {spark_type})"
-    return f"cast('{value}' as {spark_type})"
-
-
-def model_sql(config: str, columns: Dict[str, str], steps: Dict[int, List[dict]]) -> str:
-    """A model whose rows depend on var('step'): each step's rows as a `union all` of selects."""
-    branches = []
-    for i, (step, rows) in enumerate(steps.items()):
-        selects = [
-            "select " + ", ".join(f"{_literal(row.get(c), t)} as {c}" for c, t in columns.items())
-            for row in rows
-        ]
-        branches.append(("{% if" if i == 0 else "{% elif") + f" var('step') == {step} %}}\n"
-                        + "\nunion all\n".join(selects))
-    return "{{ config(" + config + ") }}\n" + "\n".join(branches) + "\n{% endif %}\n"
-
-
-def sql(text: str):
-    return ("sql", text)
 
 
 # --- 1. keyed table, default log options, every type ------------------------------------------

@@ -1,15 +1,19 @@
-"""Decode files of Kafka record values with Apache Flink's own formats (flink-json).
+"""Decode Kafka record values with Apache Flink's own formats (flink-json): from files, or read from
+the topic itself by Flink's Kafka connector (`--jar`).
 
 Run with the interpreter of a virtual environment that has `apache-flink` (make: .venv-flink),
 never imported by the test process:
 
-    python flink_decode.py JOB.json RESULT.json
-    python flink_decode.py --serve       (jobs as lines "JOB.json<TAB>RESULT.json" on stdin)
+    python flink_decode.py [--jar JAR ...] JOB.json RESULT.json
+    python flink_decode.py [--jar JAR ...] --serve   (jobs as lines "JOB.json<TAB>RESULT.json" on stdin)
 
 JOB.json is a list of cases:
     {"name": str, "format": "debezium-json" | "json",
      "columns": [[name, flink_sql_type], ...], "options": {format option: value, ...},
      "path": file with one record value per line}
+or, without "path", a table whose "options" are the whole WITH clause, e.g. Flink's Kafka
+connector reading a topic itself (tests/functional/test_live_flink.py); its jar is given with
+--jar and goes to `pipeline.jars`. Either kind may name "primary_key": [column, ...].
 RESULT.json maps each case name to
     {"rows": [[row kind, [value, ...]], ...]}   row kind: "+I", "-U", "+U" or "-D"
 or  {"error": "<the text of Flink's exception and its causes>"}.
@@ -135,7 +139,7 @@ class Decoder:
     """One JVM, one Flink mini cluster for all the jobs, and a streaming TableEnvironment that
     submits to it (a new mini cluster per job, PyFlink's local default, costs ~1 s each)."""
 
-    def __init__(self):
+    def __init__(self, jars=()):
         from pyflink.common import Configuration
         from pyflink.java_gateway import get_gateway
         from pyflink.table import EnvironmentSettings, TableEnvironment
@@ -160,6 +164,11 @@ class Decoder:
             conf.set_string(key, value)
         self._t_env = TableEnvironment.create(
             EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build())
+        if jars:
+            # PyFlink's own route: the jars join this JVM's context class loader (the planner
+            # finds the connector factories there) and each job's jars on the cluster
+            self._t_env.get_config().set(
+                "pipeline.jars", ";".join("file://" + os.path.abspath(j) for j in jars))
         self._tables = 0
 
     def decode(self, cases):
@@ -172,11 +181,17 @@ class Decoder:
             try:
                 self._tables += 1
                 table = f"logstore_case_{self._tables}"
-                options = {"connector": "filesystem", "path": case["path"], "format": case["format"]}
-                options.update(case.get("options") or {})
+                if "path" in case:
+                    options = {"connector": "filesystem", "path": case["path"], "format": case["format"]}
+                    options.update(case.get("options") or {})
+                else:
+                    options = dict(case["options"])
+                columns = [f"{quote(n)} {t}" for n, t in case["columns"]]
+                if case.get("primary_key"):
+                    columns.append("PRIMARY KEY (" + ", ".join(map(quote, case["primary_key"]))
+                                   + ") NOT ENFORCED")
                 self._t_env.execute_sql(
-                    f"CREATE TEMPORARY TABLE {table} ("
-                    + ", ".join(f"{quote(n)} {t}" for n, t in case["columns"]) + ") WITH ("
+                    f"CREATE TEMPORARY TABLE {table} (" + ", ".join(columns) + ") WITH ("
                     + ", ".join(f"{literal(k)} = {literal(v)}" for k, v in options.items()) + ")")
                 started[case["name"]] = self._t_env.execute_sql(f"SELECT * FROM {table}")
                 self._t_env.execute_sql(f"DROP TEMPORARY TABLE {table}")
@@ -233,10 +248,14 @@ def run_job(decoder, job_path, result_path):
 
 
 def main(argv):
+    jars = []
+    while argv[1:2] == ["--jar"] and len(argv) > 2:
+        jars.append(argv[2])
+        argv = argv[:1] + argv[3:]
     if argv[1:] == ["--serve"]:
         # One line per job on stdin: "JOB.json<TAB>RESULT.json"; the result file appears (by
         # rename) when the job is done. End of input ends the process.
-        decoder = Decoder()
+        decoder = Decoder(jars)
         decoder.warm_up()  # while the tests prepare their first jobs
         try:
             for line in sys.stdin:
@@ -246,13 +265,13 @@ def main(argv):
         finally:
             decoder.close()
     elif len(argv) == 3:
-        decoder = Decoder()
+        decoder = Decoder(jars)
         try:
             run_job(decoder, argv[1], argv[2])
         finally:
             decoder.close()
     else:
-        sys.exit(f"usage: {argv[0]} JOB.json RESULT.json | {argv[0]} --serve")
+        sys.exit(f"usage: {argv[0]} [--jar JAR ...] JOB.json RESULT.json | {argv[0]} [--jar JAR ...] --serve")
 
 
 if __name__ == "__main__":
