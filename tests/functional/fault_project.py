@@ -70,12 +70,14 @@ class FaultProject:
 def write_project(root: Path, schema: str, bootstrap_servers: str, server: Optional[ThriftServer],
                   kafka_properties: Optional[Dict[str, str]] = None,
                   models: Optional[Dict[str, str]] = None,
-                  profile: Optional[Dict[str, Any]] = None) -> None:
+                  profile: Optional[Dict[str, Any]] = None,
+                  project: Optional[Dict[str, Any]] = None) -> None:
+    """A dbt project at `root`; `project`: more of dbt_project.yml (e.g. seeds' configs)."""
     (root / "models").mkdir(exist_ok=True)
     for name, sql in (models or {"flaky": MODEL, "big": BIG, "appended": APPENDED}).items():
         (root / "models" / f"{name}.sql").write_text(sql)
     (root / "dbt_project.yml").write_text(yaml.safe_dump(
-        {"name": "faults", "version": "1.0", "profile": "faults", "config-version": 2}))
+        {"name": "faults", "version": "1.0", "profile": "faults", "config-version": 2, **(project or {})}))
     if server is None:  # the session method: a Spark JVM in every dbt process
         method = {"method": "session", "session_dir": str(root / "spark"),
                   "server_side_parameters": {"spark.sql.shuffle.partitions": "2",
@@ -160,3 +162,15 @@ def crash_and_recover(subprocess_project, kafka_bootstrap_servers, points, suffi
         # the crashed run's lock was taken over, and nothing of the protocol is left behind
         assert "taking over the lock of dbt invocation" in recovered.stdout, point
         assert project.tables() == {"flaky"}, point
+
+
+def wait_until_paused(folder: Path, process: Any, limit: float = 180.0) -> None:
+    """Until a run started with pause='<point>:<folder>' (faults.py) holds at its point."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while not (folder / "reached").exists():
+        if process.poll() is not None:
+            pytest.fail(f"the held run ended before its pause point:\n{process.stdout.read()[-3000:]}")
+        assert time.monotonic() < deadline, "the held run never reached its pause point"
+        time.sleep(0.2)
