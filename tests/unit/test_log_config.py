@@ -689,3 +689,35 @@ def test_unknown_amoro_key_fails():
     message = error_of({"log-store.enabled": True, "log-store.topik": "t"})
     assert "unknown config key 'log-store.topik'" in message
     assert "log-store.topic" in message
+
+
+# --- every node at once (check_all) -----------------------------------------------------------
+
+def _node(name, alias, **config):
+    return {"unique_id": f"model.p.{name}", "name": name, "schema": "analytics", "alias": alias,
+            "config": {"materialized": "table", **config}}
+
+
+def _check_all(*nodes):
+    from dbt.adapters.logstore.log_config import ModelRef, check_all, node_config
+
+    check_all(nodes, lambda n: resolve(node_config(n), model=ModelRef.from_node(n)))
+
+
+def test_every_bad_model_in_one_error():
+    with pytest.raises(LogConfigError) as info:
+        _check_all(_node("a", "a", **{"log.system": "kafka", "log.format": "avro"}),
+                   _node("b", "b", **{"log.system": "kafka", "log.sytem.partitions": 2}),
+                   _node("c", "c", **{"log.system": "kafka"}))
+    assert "2 models have an invalid log configuration" in str(info.value)
+    assert "'a'" in str(info.value) and "'b'" in str(info.value) and "'c'" not in str(info.value)
+
+
+def test_two_models_on_one_topic_are_refused_before_anything_runs():
+    # two versions of a model, both given the topic the first one had
+    v1 = _node("orders_v1", "orders_v1", **{"log.system": "kafka", "kafka.topic": "shop.orders"})
+    v2 = _node("orders_v2", "orders_v2", **{"log.system": "kafka", "kafka.topic": "shop.orders"})
+    with pytest.raises(LogConfigError, match="Models 'orders_v1', 'orders_v2' all log to topic 'shop.orders'"):
+        _check_all(v1, v2)
+    _check_all(_node("orders_v1", "orders_v1", **{"log.system": "kafka"}),  # defaults differ
+               _node("orders_v2", "orders_v2", **{"log.system": "kafka"}))

@@ -805,6 +805,22 @@ def test_views_seeds_snapshots_check_the_config_then_are_dbt_sparks(materialized
     assert h.names() == ["adapter.logstore_config", spark]
 
 
+@pytest.mark.parametrize("existing,full_refresh,refused", [({}, False, True), ({"orders": "table"}, True, True),
+                                                          ({"orders": "table"}, False, False)])
+def test_clone_of_a_logged_model_is_refused_where_it_would_replace_the_table(existing, full_refresh, refused):
+    h = Harness("table", existing=existing, **kafka())
+    h.context.update(defer_relation=relation("orders_prod"), flags=SimpleNamespace(FULL_REFRESH=full_refresh),
+                     load_cached_relation=h.context["load_relation"],
+                     materialization_clone_spark=h._recorder("materialization_clone_spark"))
+    if refused:
+        with pytest.raises(CompilationError, match="Model 'orders' has a log .* dbt clone would make"):
+            h.context["materialization_clone_logstore"]()
+        assert "materialization_clone_spark" not in h.names()
+    else:  # the table exists: dbt-spark's clone does nothing
+        h.context["materialization_clone_logstore"]()
+        assert "materialization_clone_spark" in h.names()
+
+
 def test_a_log_on_a_view_is_refused_before_anything_is_built():
     h = Harness("view", **{"log.system": "kafka"})
     with pytest.raises(LogConfigError, match="not supported on materialized='view'"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.encoding import TIMESTAMP_SQL, JsonImages
 from dbt.adapters.logstore.log_options import (
@@ -77,13 +77,23 @@ def check_all(nodes: Iterable[Any], resolve: Callable[[Any], Any]) -> None:
     """Resolve the log options of every node with a config, and fail naming every model whose
     options are bad, in one error (so a project is fixed in one pass)."""
     errors = []
+    writers: Dict[Tuple[str, str], List[str]] = {}  # (servers, topic) -> the models logging there
     for node in sorted(nodes, key=lambda n: str(node_field(n, "unique_id"))):
         if node_field(node, "config") is None:
             continue
         try:
-            resolve(node)
+            log = resolve(node)
         except LogConfigError as exc:
             errors.append(str(exc.msg))
+            continue
+        if getattr(log, "enabled", False):
+            writers.setdefault((str(log.bootstrap_servers), str(log.topic)), []).append(log.model)
+    for (_, topic), models in sorted(writers.items()):
+        if len(models) > 1:  # e.g. two versions of a model given one 'kafka.topic'
+            errors.append(
+                f"Models {', '.join(repr(m) for m in models)} all log to topic '{topic}'; a topic "
+                f"holds the log of one table (consumers could not tell their rows apart). Allowed: "
+                f"a 'kafka.topic' of its own for each (the default, '<schema>.<alias>', is).")
     if len(errors) == 1:
         raise LogConfigError(errors[0])
     if errors:
