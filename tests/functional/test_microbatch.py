@@ -16,7 +16,7 @@ from tests.functional.contract import (
 )
 from tests.functional.dbt_helpers import logstore_statuses
 from tests.functional.flink_peer import (
-    apply_changelog, canonical_rows, debezium_case, decode_batch, decoded, differences,
+    FlinkDecoder, apply_changelog, canonical_rows, debezium_case, decoded, differences, flink_python,
 )
 
 FAIL_DAY = "LOGSTORE_TEST_FAIL_DAY"  # read by the model through env_var: `dbt retry` re-reads it
@@ -53,11 +53,20 @@ where raise_error('this batch fails on purpose') is null
 WINDOW = ["--event-time-start", "2024-01-01", "--event-time-end", "2024-01-04"]
 
 
+@pytest.fixture(scope="module")
+def flink(tmp_path_factory):
+    decoder = FlinkDecoder(tmp_path_factory.mktemp("flink"), flink_python())  # starts while dbt runs
+    try:
+        yield decoder
+    finally:
+        decoder.close()
+
+
 def _run(step, *extra, expect_pass=True):
     return run_dbt(["run", "--vars", json.dumps({"step": step}), *WINDOW, *extra], expect_pass=expect_pass)
 
 
-def _check(project, servers, snapshots, tmp_path):
+def _check(project, servers, snapshots, tmp_path, flink):
     """The log replays to the table three ways: the independent replay, status --verify, Flink."""
     topic = relation = f"{project.test_schema}.daily"
     confirmations = wait_for_confirmations(servers, topic, snapshots)
@@ -70,7 +79,7 @@ def _check(project, servers, snapshots, tmp_path):
     assert status.agree and status.log_snapshot == snapshots, status.problems
     tmp_path.mkdir(parents=True, exist_ok=True)
     case = debezium_case("daily", messages, types, tmp_path)
-    results = decode_batch([case], tmp_path)
+    results = flink.decode([case])
     flink = apply_changelog(canonical_rows(decoded(results, case), types))
     assert flink == table, differences(flink, table)
     return confirmations, messages
@@ -94,7 +103,7 @@ class TestLoggedMicrobatch:
         return {"events.sql": EVENTS, "daily.sql": DAILY}
 
     def test_each_batch_is_one_change_set_and_a_retried_batch_logs_once(
-            self, project, kafka_bootstrap_servers, tmp_path):
+            self, project, kafka_bootstrap_servers, tmp_path, flink):
         servers = kafka_bootstrap_servers
         # dbt-spark declares no microbatch concurrency: dbt runs a Spark model's batches one after
         # another even with concurrent_batches=true, each under the model's run lock in turn
@@ -102,14 +111,14 @@ class TestLoggedMicrobatch:
 
         # first run: three daily batches, three snapshots, each batch's rows as inserts
         _run(1)
-        confirmations, log = _check(project, servers, 3, tmp_path)
+        confirmations, log = _check(project, servers, 3, tmp_path, flink)
         per_batch = _ops_by_changeset(log)
         assert len(per_batch) == 3 and all(ops == Counter(c=2) for ops in per_batch.values()), per_batch
         assert all("-batch-" in changeset for changeset in per_batch)
 
         # the same window again with day 2 and day 3 changed: only what changed is logged
         _run(2)
-        confirmations, log2 = _check(project, servers, 6, tmp_path / "2")
+        confirmations, log2 = _check(project, servers, 6, tmp_path / "2", flink)
         new = _ops_by_changeset(_new(log2, log))
         assert sorted(new.values(), key=sorted) == sorted([Counter(u=1), Counter(d=1, c=1)], key=sorted), new
 
@@ -119,9 +128,9 @@ class TestLoggedMicrobatch:
             _run(3, expect_pass=False)
         finally:
             del os.environ[FAIL_DAY]
-        _check(project, servers, 8, tmp_path / "3")
+        _check(project, servers, 8, tmp_path / "3", flink)
         run_dbt(["retry"])
-        confirmations, log3 = _check(project, servers, 9, tmp_path / "4")
+        confirmations, log3 = _check(project, servers, 9, tmp_path / "4", flink)
         new = _ops_by_changeset(_new(log3, log2))
         assert sorted(new.values(), key=sorted) == sorted([Counter(u=1)] * 3, key=sorted), new
         assert len({c["changeset"] for c in confirmations}) == 9  # no change set confirmed twice

@@ -11,7 +11,7 @@ from dbt.tests.util import run_dbt
 from tests.functional.contract import changes, confirmed, read_topic, replay, table_state
 from tests.functional.dbt_helpers import logstore_statuses
 from tests.functional.flink_peer import (
-    apply_changelog, canonical_rows, debezium_case, decode_batch, decoded, differences,
+    FlinkDecoder, apply_changelog, canonical_rows, debezium_case, decoded, differences, flink_python,
 )
 
 CSV = {
@@ -19,6 +19,15 @@ CSV = {
     2: "id,name,amount\n1,Ada,10.5\n2,Bo B,21.0\n4,Di,40.0\n",  # update 2, delete 3, insert 4
     3: "id,name,amount,tier\n1,Ada,10.5,gold\n2,Bo B,21.0,\n4,Di,40.0,silver\n",  # a new column
 }
+
+
+@pytest.fixture(scope="module")
+def flink(tmp_path_factory):
+    decoder = FlinkDecoder(tmp_path_factory.mktemp("flink"), flink_python())  # starts while dbt runs
+    try:
+        yield decoder
+    finally:
+        decoder.close()
 
 
 def _seed(project, step, *args):
@@ -45,7 +54,7 @@ class TestLoggedSeeds:
     def models(self):  # the seeds' properties: customers keyed, prices keyless
         return {"seeds.yml": "seeds:\n  - name: customers\n    config:\n      unique_key: id\n"}
 
-    def _check(self, project, servers, tmp_path):
+    def _check(self, project, servers, tmp_path, flink):
         logs, cases, tables = {}, [], {}
         tmp_path.mkdir(parents=True, exist_ok=True)
         for seed in ("customers", "prices"):
@@ -56,21 +65,21 @@ class TestLoggedSeeds:
             cases.append(debezium_case(seed, logs[seed], types, tmp_path))
         statuses = logstore_statuses(project)
         assert all(statuses[s].agree for s in logs), {s: statuses[s].problems for s in logs}
-        results = decode_batch(cases, tmp_path)
+        results = flink.decode(cases)
         for case in cases:
             types, table = tables[case.name]
             flink = apply_changelog(canonical_rows(decoded(results, case), types))
             assert flink == table, differences(flink, table)
         return logs
 
-    def test_dbt_seed_logs_what_the_csv_changed(self, project, kafka_bootstrap_servers, tmp_path):
+    def test_dbt_seed_logs_what_the_csv_changed(self, project, kafka_bootstrap_servers, tmp_path, flink):
         servers = kafka_bootstrap_servers
         responses = _seed(project, 1)
         assert responses["customers"]["rows_mirrored"] == 3
-        log1 = self._check(project, servers, tmp_path / "1")
+        log1 = self._check(project, servers, tmp_path / "1", flink)
 
         _seed(project, 2)
-        log2 = self._check(project, servers, tmp_path / "2")
+        log2 = self._check(project, servers, tmp_path / "2", flink)
         keyed = {m.key.decode(): m.op for m in changes(_new(log2["customers"], log1["customers"]))}
         assert keyed == {'{"id":2}': "u", '{"id":3}': "d", '{"id":4}': "c"}
         keyless = Counter(m.op for m in _new(log2["prices"], log1["prices"]))
@@ -80,5 +89,5 @@ class TestLoggedSeeds:
         assert responses["customers"]["rows_mirrored"] == responses["prices"]["rows_mirrored"] == 0
 
         _seed(project, 3)  # a new column: every row again, with the new image
-        log3 = self._check(project, servers, tmp_path / "3")
+        log3 = self._check(project, servers, tmp_path / "3", flink)
         assert Counter(m.op for m in changes(_new(log3["customers"], log2["customers"]))) == Counter(u=3)
