@@ -257,12 +257,19 @@ def test_valid_topic_names(topic):
 # --- materializations, strategies, language -----------------------------------------------
 
 
-@pytest.mark.parametrize("materialized", ["view", "ephemeral", "snapshot", "materialized_view"])
+@pytest.mark.parametrize("materialized", ["view", "ephemeral", "materialized_view"])
 def test_log_on_non_table_materialization_fails(materialized):
     message = error_of({"log.system": "kafka"}, model=ref(materialized=materialized))
     assert "orders_model" in message
     assert f"materialized='{materialized}'" in message
-    assert "table, incremental, seed" in message
+    assert "table, incremental, seed, snapshot" in message
+
+
+def test_a_snapshot_logs_keyed_by_its_scd_id_not_by_its_source_key():
+    model = ref(materialized="snapshot")
+    assert resolve({"log.system": "kafka", "unique_key": "id"}, model=model).unique_key == ("dbt_scd_id",)
+    renamed = {"log.system": "kafka", "snapshot_table_column_names": {"dbt_scd_id": "scd"}}
+    assert resolve(renamed, model=model).unique_key == ("scd",)
 
 
 def test_a_seed_can_carry_a_log():

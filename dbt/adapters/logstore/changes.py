@@ -230,6 +230,41 @@ def upserted_rows_sql(old: ChangeInput, new: ChangeInput, unique_key: Sequence[s
     )
 
 
+# dbt's snapshot staging columns, which are not the snapshot's (dbt leaves them out of its MERGE)
+SNAPSHOT_STAGING_ONLY = ("dbt_change_type", "dbt_unique_key")
+
+
+def snapshot_rows_sql(old: ChangeInput, staging: ChangeInput, scd_id: str, valid_to: str,
+                      valid_to_current: Optional[str] = None) -> str:
+    """A dbt snapshot's rows after its run, as dbt's snapshot MERGE (snapshot_merge_sql) leaves
+    them, for a staged table that is diffed and swapped in (file formats without MERGE, and the
+    log's change set on every format): a current version (`valid_to` null, or
+    `valid_to_current`) that the staging rows update or delete takes their `valid_to`; the
+    staging rows to insert whose `scd_id` is new are added. Columns the staging rows bring (a
+    source column added since) are added, null in the old rows, as dbt's create_columns does."""
+    def staging_only(column: str) -> bool:
+        return column.lower() in SNAPSHOT_STAGING_ONLY or column.lower().startswith("dbt_unique_key_")
+
+    new_columns = [c for c in staging.columns if not staging_only(c) and c not in old.columns]
+    columns = list(old.columns) + new_columns
+    q = quote_identifier
+    current = f"o.{q(valid_to)} is null"
+    if valid_to_current:
+        current = f"(o.{q(valid_to)} = {valid_to_current} or {current})"
+    closed = (f"case when u.{q(scd_id)} is not null and {current} then u.{q(valid_to)} "
+              f"else o.{q(valid_to)} end")
+    old_rows = ", ".join(
+        f"{closed} as {q(c)}" if c == valid_to else
+        (f"o.{q(c)}" if c in old.columns else f"null as {q(c)}") for c in columns)
+    changed = (f"select {q(scd_id)}, {q(valid_to)} from {staging.relation} "
+               f"where dbt_change_type in ('update', 'delete')")
+    inserted = ", ".join(q(c) if c in staging.columns else f"null as {q(c)}" for c in columns)
+    return (f"select {old_rows} from {old.relation} o left join ({changed}) u "
+            f"on o.{q(scd_id)} = u.{q(scd_id)} "
+            f"union all select {inserted} from {staging.relation} s left anti join "
+            f"{old.relation} x on x.{q(scd_id)} = s.{q(scd_id)} where s.dbt_change_type = 'insert'")
+
+
 # Bytes a record needs beyond its key and images: envelope, headers, batch framing.
 RECORD_OVERHEAD = 1024
 

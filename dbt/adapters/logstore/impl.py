@@ -256,6 +256,16 @@ class LogstoreAdapter(SparkAdapter):
                                       mark_duplicates=mark_duplicates, images=log.images)
 
     @available.parse_none
+    def logstore_snapshot_rows_sql(self, old_relation: Any, staging_relation: Any, columns: Mapping[str, str],
+                                   valid_to_current: Optional[str] = None) -> str:
+        """A dbt snapshot's rows after its run, as dbt's snapshot MERGE leaves them
+        (changes.snapshot_rows_sql); `columns`: dbt's snapshot_table_column_names."""
+        return changes.snapshot_rows_sql(
+            changes.ChangeInput(str(old_relation), self._column_names(old_relation)),
+            changes.ChangeInput(str(staging_relation), self._column_names(staging_relation)),
+            columns["dbt_scd_id"], columns["dbt_valid_to"], valid_to_current)
+
+    @available.parse_none
     def logstore_upserted_rows_sql(self, log: LogConfig, new_relation: Any, old_relation: Any,
                                    replaced: Any = None) -> str:
         """The rows of `old_relation` after upserting `new_relation` by the unique key (and

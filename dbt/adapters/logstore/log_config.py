@@ -228,7 +228,12 @@ def resolve_log_config(
             f"Model '{model}': config 'log.system' = '{system}' is only supported on SQL models "
             f"(this model's language is '{ref.language}')."
         )
-    unique_key = read_unique_key(model, raw.get("unique_key"))
+    if ref.materialized == "snapshot":
+        # a snapshot holds every version of a source key: its rows' own key is dbt's scd id
+        scd_id = (raw.get("snapshot_table_column_names") or {}).get("dbt_scd_id") or "dbt_scd_id"
+        unique_key: Tuple[str, ...] = (str(scd_id),)
+    else:
+        unique_key = read_unique_key(model, raw.get("unique_key"))
     if ref.materialized == "incremental":
         strategy = ref.incremental_strategy or "append"
         if strategy not in LOGGABLE_STRATEGIES:

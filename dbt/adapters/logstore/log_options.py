@@ -24,7 +24,7 @@ FORMATS = ("debezium-json", "json")
 KEY_FORMATS = ("json",)
 EMIT_MODES = ("file,log",)
 KAFKA_CLIENTS = ("kafka-python", "confluent")
-LOGGABLE_MATERIALIZATIONS = ("table", "incremental", "seed")
+LOGGABLE_MATERIALIZATIONS = ("table", "incremental", "seed", "snapshot")
 LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge", "microbatch")
 # dbt's `merge` options that Spark's MERGE applies but the logged change set (changes.py: full
 # rows, scoped by unique_key alone) and the upsert by rewrite do not: with one of them set, the

@@ -20,7 +20,7 @@ from dbt.adapters.logstore.row_source import iter_query_rows
 
 
 # the dbt resources that can carry a log (log_options.LOGGABLE_MATERIALIZATIONS)
-LOGGABLE_RESOURCES = ("model", "seed")
+LOGGABLE_RESOURCES = ("model", "seed", "snapshot")
 
 
 @dataclass(frozen=True)

@@ -79,14 +79,15 @@
 {#-- A run from reduced inputs (dbt's --empty, --sample; run_modes.py) never reaches the log: the
      model's SQL is analysed and run for no rows; an existing table and its log stay as they
      are; a first build creates the table with the model's columns and no rows, and no log. --#}
-{% macro logstore_reduced_run(log_config, target_relation, flag) -%}
+{% macro logstore_reduced_run(log_config, target_relation, flag, sql=none) -%}
+  {%- set sql = sql or compiled_code -%}
   {%- set existing = adapter.get_relation(database=target_relation.database, schema=target_relation.schema,
                                           identifier=target_relation.identifier) -%}
   {{ run_hooks(pre_hooks) }}
   {%- if existing is none -%}
     {#-- staged first: rows from logstore_changes() leave its op and snapshot columns out --#}
     {%- set staging = logstore_relation(target_relation, 'new') -%}
-    {%- do logstore_stage(staging, adapter.logstore_limit_zero_sql(compiled_code)) -%}
+    {%- do logstore_stage(staging, adapter.logstore_limit_zero_sql(sql)) -%}
     {%- set rows = adapter.logstore_upserts_sql(staging) if adapter.logstore_has_op_column(staging)
                    else 'select * from ' ~ staging -%}
     {%- call statement('main') -%}
@@ -95,7 +96,7 @@
     {%- do adapter.drop_relation(staging) -%}
   {%- else -%}
     {%- call statement('main') -%}
-      {{ adapter.logstore_limit_zero_sql(compiled_code) }}
+      {{ adapter.logstore_limit_zero_sql(sql) }}
     {%- endcall -%}
   {%- endif -%}
   {%- do store_result('main', response=adapter.logstore_not_logged(log_config, flag, existing is none)) -%}

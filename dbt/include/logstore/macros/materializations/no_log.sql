@@ -1,4 +1,4 @@
-{#-- Views and snapshots cannot carry a log: check the options (a log on them is an
+{#-- Views cannot carry a log: check the options (a log on them is an
      error naming the model and key), then build exactly as dbt-spark does. --#}
 
 {% materialization view, adapter='logstore' -%}
@@ -6,7 +6,3 @@
   {{ return(materialization_view_spark()) }}
 {%- endmaterialization %}
 
-{% materialization snapshot, adapter='logstore' -%}
-  {%- do adapter.logstore_config(model) -%}
-  {{ return(materialization_snapshot_spark()) }}
-{%- endmaterialization %}
