@@ -461,3 +461,22 @@ def test_the_change_set_of_shaped_rows_renders_only_the_tables_columns():
     staged = ChangeInput("db.t__logstore_new", ["id", "tag", "added"], ["bigint", "string", "string"])
     sql = change_set_sql(changes.shaped_like(staged, ["id", "tag"]), None, ())
     assert "`added`" not in sql and "`tag`" in sql and "db.t__logstore_new" in sql
+
+
+def test_a_snapshots_rows_after_its_run_are_what_its_merge_leaves():
+    from dbt.adapters.logstore.changes import snapshot_rows_sql
+
+    old = ChangeInput("s.h", ["id", "dbt_scd_id", "dbt_valid_from", "dbt_valid_to"])
+    staging = ChangeInput("s.h__dbt_tmp", ["id", "tier", "dbt_change_type", "dbt_unique_key",
+                                           "dbt_scd_id", "dbt_valid_from", "dbt_valid_to"])
+    sql = snapshot_rows_sql(old, staging, "dbt_scd_id", "dbt_valid_to", "to_date('9999-12-31')")
+    kept, added = sql.split(" union all ")
+    # a current version updated or deleted by the staging rows takes their valid_to
+    assert ("case when u.`dbt_scd_id` is not null and (o.`dbt_valid_to` = to_date('9999-12-31') "
+            "or o.`dbt_valid_to` is null) then u.`dbt_valid_to` else o.`dbt_valid_to` end") in kept
+    assert "where dbt_change_type in ('update', 'delete')" in kept
+    assert "null as `tier`" in kept  # a source column added since: null in the old versions
+    # new versions whose scd id is not there yet, in the table's column order
+    assert added.startswith("select `id`, `dbt_scd_id`, `dbt_valid_from`, `dbt_valid_to`, `tier` from s.h__dbt_tmp s left anti join s.h x")
+    assert added.endswith("where s.dbt_change_type = 'insert'")
+    assert "`dbt_unique_key`" not in sql and "`dbt_change_type`" not in sql  # staging's own columns

@@ -209,6 +209,15 @@ class FakeAdapter:
     def add_query(self, sql, bindings=None, abridge_sql_log=False):
         return None
 
+    # dbt's, for snapshots
+    @recorded
+    def valid_snapshot_target(self, relation, column_names=None):
+        return None
+
+    @recorded
+    def logstore_snapshot_rows_sql(self, old_relation, staging_relation, columns, valid_to_current=None):
+        return f"select * from {old_relation} /* as the snapshot merge of {staging_relation} leaves it */"
+
     # logstore's: runs from reduced inputs
     @recorded
     def logstore_reduced_inputs(self):
@@ -794,6 +803,46 @@ def test_a_logged_seed_stages_its_csv_diffs_it_and_swaps_it_in():
              ("adapter.logstore_check_change_set", {}), ("adapter.drop_relation", {"relation": TARGET}),
              ("adapter.rename_relation", {}), ("adapter.logstore_mirror", {}))
     assert h.one("adapter.logstore_mirror").args["rows_affected"] == 3
+
+
+def snapshot_harness(existing):
+    h = Harness("snapshot", existing=existing, **kafka(strategy="timestamp"))
+    columns = {"dbt_scd_id": "dbt_scd_id", "dbt_valid_to": "dbt_valid_to"}
+    h.context.update(
+        get_or_create_relation=lambda database, schema, identifier, type: (
+            bool(existing), relation(identifier)),
+        get_snapshot_table_column_names=lambda: columns,
+        strategy_dispatch=lambda name: (lambda *args: {"name": name}),
+        build_snapshot_table=lambda strategy, sql: f"select *, 'scd' as dbt_scd_id from ({sql})",
+        spark_build_snapshot_staging_table=lambda strategy, sql, target: relation("orders__dbt_tmp", "view"),
+        post_snapshot=h._recorder("post_snapshot"), sql=COMPILED)
+    h.model["compiled_code"] = COMPILED
+    h.materialize()
+    return h
+
+
+def test_a_logged_snapshots_first_build_stages_dbts_snapshot_table_keyed_by_scd_id():
+    h = snapshot_harness({})
+    assert h.one("adapter.logstore_config").args  # the key is dbt_scd_id: test_log_config.py
+    assert h.one("adapter.logstore_create", relation=STAGING).args["sql"] == \
+        f"create table {STAGING} as select *, 'scd' as dbt_scd_id from ({COMPILED})"
+    change = h.one("adapter.logstore_change_sql")
+    assert change.args["old_relation"] is None
+    in_order(h, ("adapter.logstore_lock", {}), ("adapter.logstore_create", {"relation": STAGING}),
+             ("adapter.logstore_check_change_set", {}), ("adapter.rename_relation", {}),
+             ("adapter.logstore_mirror", {}))
+
+
+def test_a_logged_snapshot_stages_what_its_merge_would_leave_and_swaps_it_in():
+    h = snapshot_harness({"orders": "table"})
+    rows = h.one("adapter.logstore_snapshot_rows_sql")
+    assert (str(rows.args["old_relation"]), str(rows.args["staging_relation"])) == (TARGET, "analytics.orders__dbt_tmp")
+    assert h.all("statement", name="main") == []  # no MERGE into the snapshot's table
+    in_order(h, ("adapter.logstore_prepare", {}), ("adapter.valid_snapshot_target", {}),
+             ("adapter.logstore_create", {"relation": STAGING}), ("post_snapshot", {}),
+             ("adapter.logstore_change_sql", {"old_relation": TARGET}),
+             ("adapter.drop_relation", {"relation": TARGET}), ("adapter.rename_relation", {}),
+             ("adapter.logstore_mirror", {}))
 
 
 @pytest.mark.parametrize("materialized,spark", [("view", "materialization_view_spark"),
