@@ -99,3 +99,38 @@ def test_an_earlier_failures_warnings_do_not_name_a_later_failure(monkeypatch):
     logging.getLogger("kafka.conn").error("SSLCertVerificationError: certificate verify failed")
     now[0] += kafka_errors._Bridge.FRESH_S + 1  # a minute later: about something else
     assert "unreachable" in str(kafka_failure("c", "b1:9092", BOOTSTRAP))
+
+
+def test_the_sasl_plaintext_login_warning_is_not_a_cause():
+    """kafka-python warns on every SASL_PLAINTEXT login that credentials go in the clear; a
+    later authorization failure must not read as an authentication failure (found on Apache
+    Kafka with ACLs, tests/functional/test_kafka_security.py)."""
+    bridge_kafka_logs()
+    logging.getLogger("kafka.net.sasl.scram").warning(
+        "Exchanging credentials in the clear during Sasl Authentication")
+    refused = TopicAuthorizationFailedError("Authorization failed.")
+    assert "not authorized" in str(kafka_failure("a", "b1:9092", refused))
+
+
+def test_a_login_the_broker_dropped_is_an_authentication_failure():
+    """Apache Kafka sometimes closes the connection on a rejected SCRAM login before
+    kafka-python reads the refusal: the login began, then the socket closed."""
+    lines = ["Exchanging credentials in the clear during Sasl Authentication",
+             "<KafkaConnection node_id=bootstrap-0>: Connection lost: KafkaConnectionError: "
+             "socket disconnected"] * 3
+    assert cause_of(BOOTSTRAP, lines).words.startswith("authentication failed")
+    # without a login begun, a dropped connection is still a broker that did not answer
+    assert cause_of(BOOTSTRAP, lines[1:2]).words.startswith("unreachable")
+
+
+def test_a_transaction_kafka_aborted_is_said_in_plain_words_on_both_clients():
+    from kafka.errors import InvalidProducerEpochError
+
+    from dbt.adapters.logstore.kafka_errors import transaction_lost
+
+    for exc in (InvalidProducerEpochError(), RuntimeError("KafkaError{code=_FENCED,val=-144,"
+                                                          "str=\"Fatal error: fenced by newer producer instance\"}")):
+        cause = transaction_lost(exc, 3000)
+        assert cause is not None and "transaction.timeout.ms (3000 ms)" in cause.words
+        assert "fenced" in cause.words and "kafka.transaction.timeout.ms" in cause.check
+    assert transaction_lost(RuntimeError("Unable to bootstrap"), 3000) is None

@@ -8,7 +8,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka_config import CONFLUENT_DEFAULTS, confluent_config
-from dbt.adapters.logstore.kafka_errors import kafka_failure
+from dbt.adapters.logstore.kafka_errors import kafka_failure, transaction_lost
 from dbt.adapters.logstore.kafka_writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
@@ -50,8 +50,8 @@ class ConfluentLogWriter(LogWriter):
             raise kafka_failure(log.model, log.bootstrap_servers, exc) from exc
         topic = metadata.topics.get(str(log.topic))
         self._partitions = sorted(topic.partitions) if topic and topic.partitions else [0]
-        self._clock = TransactionClock(config.get("transaction.timeout.ms") or 60000) \
-            if log.transactional else None
+        self._timeout_ms = config.get("transaction.timeout.ms") or 60000
+        self._clock = TransactionClock(self._timeout_ms) if log.transactional else None
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
         self._unsent = 0
@@ -95,14 +95,14 @@ class ConfluentLogWriter(LogWriter):
                               on_delivery=self._on_delivery, headers=self._headers)
                 break
             except BufferError:  # the local queue is full: let it drain
-                self._poll(0.05)
+                self._serve(self._poll, 0.05)
             except self._KafkaException as exc:
                 raise self._failure(exc, key) from exc
         self._result.records += 1
         self._unsent += 1
         if self._unsent >= self.POLL_EVERY:
             self._unsent = 0
-            self._poll(0)
+            self._serve(self._poll, 0)
             if self._clock is not None and self._clock.due():
                 self._next_transaction()
 
@@ -140,8 +140,24 @@ class ConfluentLogWriter(LogWriter):
             raise self._failure(exc) from exc
         return self._result
 
+    def _serve(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A call that serves delivery reports (flush, poll), its failures as the writer's. On a
+        fatal error (a fenced producer) confluent-kafka raises it and still runs the pending
+        delivery callbacks, whose first call then fails with a SystemError chained to the real
+        error: that error is what the run reports."""
+        try:
+            return call(*args)
+        except SystemError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, self._KafkaException):
+                raise self._failure(cause) from cause
+            raise
+        except self._KafkaException as exc:
+            raise self._failure(exc) from exc
+
     def _flush(self) -> None:
-        left = self._producer.flush(float(CONFLUENT_DEFAULTS["message.timeout.ms"]) / 1000)
+        left = self._serve(self._producer.flush,
+                           float(CONFLUENT_DEFAULTS["message.timeout.ms"]) / 1000)
         if self._error is not None:
             raise self._failure(self._error)
         if left:
@@ -159,7 +175,11 @@ class ConfluentLogWriter(LogWriter):
     def _failure(self, exc: BaseException, key: Optional[bytes] = None) -> DbtRuntimeError:
         where = f" (record key {key.decode(errors='replace')})" if key is not None else ""
         detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        detail = f"{type(exc).__name__}: {detail}"
+        lost = transaction_lost(exc, self._timeout_ms) if self._log.transactional else None
+        if lost is not None:
+            detail = f"{lost.words}. Check {lost.check}. ({detail})"
         return DbtRuntimeError(
             f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
-            f"{where}: {type(exc).__name__}: {detail}"
+            f"{where}: {detail}"
         )

@@ -90,11 +90,19 @@ def _chain(exc: BaseException) -> Iterable[BaseException]:
         exc = exc.__cause__ or exc.__context__
 
 
+_SASL_LOGIN_NOTICE = "in the clear during sasl authentication"
+
+
 def cause_of(exc: BaseException, log_lines: Iterable[str] = ()) -> Cause:
     """The cause of a failed Kafka call, from the exception chain and kafka-python's recent
     warnings and errors."""
     names = " ".join(f"{type(e).__name__}: {e}" for e in _chain(exc))
-    text = names + " " + " ".join(log_lines)
+    log_lines = list(log_lines)
+    # kafka-python warns at the start of every SASL_PLAINTEXT login ("Exchanging credentials in
+    # the clear during Sasl Authentication"), successful or not: not a cause by itself, else any
+    # later failure (an authorization refusal) would read as an authentication failure.
+    sasl_login = any(_SASL_LOGIN_NOTICE in line.lower() for line in log_lines)
+    text = names + " " + " ".join(l for l in log_lines if _SASL_LOGIN_NOTICE not in l.lower())
     lowered = text.lower()
     if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered \
             or "hostname mismatch" in lowered or "sslcertverificationerror" in lowered:
@@ -145,8 +153,38 @@ def cause_of(exc: BaseException, log_lines: Iterable[str] = ()) -> Cause:
             "failed to update metadata" in lowered and "not found in cluster metadata" in lowered):
         return Cause("the topic does not exist and could not be created",
                      "kafka.topic, or create it (auto-creation is off on this broker)")
+    # The broker answered, a SASL login began, and the broker dropped the connection: how a
+    # rejected login sometimes reaches kafka-python (the refusal's answer lost with the close).
+    if sasl_login and ("disconnected" in lowered or "connection lost" in lowered):
+        return Cause("authentication failed: the broker closed the connection during the SASL "
+                     "login (it rejected the credentials or the mechanism)",
+                     "sasl.mechanism, sasl.plain.username and sasl.plain.password in the "
+                     "profile's kafka_properties")
     return Cause("unreachable: no broker answered", "kafka.bootstrap.servers (host and port), "
                  "the network between dbt and Kafka, and security.protocol")
+
+
+# How the clients report a transaction that Kafka aborted under the writer: kafka-python's
+# InvalidProducerEpochError / ProducerFencedError (or a send refused while the producer bumps its
+# epoch), librdkafka's _FENCED ("fenced by newer producer instance") and INVALID_PRODUCER_EPOCH.
+_TRANSACTION_LOST = ("invalidproducerepoch", "producerfenced", "_fenced", "fenced by newer",
+                     "bumping_producer_epoch", "invalid_producer_epoch")
+
+
+def transaction_lost(exc: BaseException, timeout_ms: Optional[object] = None) -> Optional[Cause]:
+    """The cause of a transactional write that Kafka refused because it had aborted the
+    transaction: it outlived transaction.timeout.ms, or a newer producer of the same
+    transactional id (the next run, fencing) took over. The clients cannot tell these apart:
+    both leave the writer with an old producer epoch. None for any other failure."""
+    lowered = " ".join(f"{type(e).__name__}: {e}" for e in _chain(exc)).lower()
+    if not any(mark in lowered for mark in _TRANSACTION_LOST):
+        return None
+    limit = f" ({int(float(str(timeout_ms)))} ms)" if timeout_ms else ""
+    return Cause(f"Kafka aborted this run's transaction, and the records in it: it stayed open "
+                 f"longer than transaction.timeout.ms{limit}, or a newer writer of the table "
+                 f"(another run of the model, or its recovery) fenced this one",
+                 "kafka.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms), "
+                 "and that no other run of the model was writing meanwhile")
 
 
 def kafka_failure(model: str, servers: Optional[str], exc: BaseException, doing: str = "",

@@ -8,7 +8,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka_config import PRODUCER_DEFAULTS, client_config
-from dbt.adapters.logstore.kafka_errors import kafka_failure
+from dbt.adapters.logstore.kafka_errors import kafka_failure, transaction_lost
 from dbt.adapters.logstore.kafka_writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
@@ -65,8 +65,8 @@ class KafkaLogWriter(LogWriter):
             raise kafka_failure(log.model, log.bootstrap_servers, exc, changed="") from exc
         self._partitions = sorted(partitions or [0])
         self._wait_s = (config.get("delivery_timeout_ms") or 120000) / 1000
-        self._clock = TransactionClock(config.get("transaction_timeout_ms") or 60000) \
-            if log.transactional else None
+        self._timeout_ms = config.get("transaction_timeout_ms") or 60000
+        self._clock = TransactionClock(self._timeout_ms) if log.transactional else None
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
         # The per-record path is the mirror's hot loop: everything it needs is looked up once.
@@ -157,7 +157,11 @@ class KafkaLogWriter(LogWriter):
 
     def _failure(self, exc: BaseException, key: Optional[bytes] = None) -> DbtRuntimeError:
         where = f" (record key {key.decode(errors='replace')})" if key is not None else ""
+        detail = f"{type(exc).__name__}: {exc}"
+        lost = transaction_lost(exc, self._timeout_ms) if self._log.transactional else None
+        if lost is not None:
+            detail = f"{lost.words}. Check {lost.check}. ({detail})"
         return DbtRuntimeError(
             f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
-            f"{where}: {type(exc).__name__}: {exc}"
+            f"{where}: {detail}"
         )
