@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Context, Decimal
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from kafka import KafkaConsumer, TopicPartition
 
@@ -59,12 +59,14 @@ ISOLATION = {"level": "read_committed"}
 
 
 def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 0.2,
-               timeout_seconds: float = 60.0) -> List[Message]:
+               timeout_seconds: float = 60.0, client: Optional[Mapping[str, Any]] = None) -> List[Message]:
     """Every record of the topic, partition by partition, in offset order (assign(), no group).
     The tests read after the writes they check have finished, so a short quiet spell past the
-    high watermark is enough."""
+    high watermark is enough. `client`: more kafka-python settings (e.g. SASL, for a cluster
+    with ACLs)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
-                             enable_auto_commit=False, isolation_level=ISOLATION["level"])
+                             enable_auto_commit=False, isolation_level=ISOLATION["level"],
+                             **dict(client or {}))
     try:
         parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         if not parts:
@@ -209,15 +211,16 @@ def _assert_replay_gives(messages: List[Message], types: Dict[str, str], table: 
 
 
 def wait_for_confirmations(bootstrap_servers: str, topic: str, count: int,
-                           timeout_seconds: float = 60.0) -> List[Dict[str, Any]]:
+                           timeout_seconds: float = 60.0,
+                           client: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:
     """The topic's confirmations once at least `count` are readable. A transaction's commit
     markers land after the producer's commit returns (in Kafka as on the embedded broker), and
     an open transaction of a dead writer holds read_committed readers back until it is
     aborted, so a reader right after a run may briefly see less than was committed."""
     deadline = time.monotonic() + timeout_seconds
     while True:
-        confirmations = [json.loads(m.value)
-                         for m in read_topic(bootstrap_servers, topic + "__logstore_commits")]
+        confirmations = [json.loads(m.value) for m in
+                         read_topic(bootstrap_servers, topic + "__logstore_commits", client=client)]
         if len(confirmations) >= count or time.monotonic() > deadline:
             return confirmations
         time.sleep(0.5)
@@ -235,12 +238,13 @@ def replay_confirmed(bootstrap_servers: str, topic: str, types: Dict[str, str], 
         time.sleep(0.5)
 
 
-def confirmed(bootstrap_servers: str, topic: str, messages: List[Message]) -> List[Message]:
+def confirmed(bootstrap_servers: str, topic: str, messages: List[Message],
+              client: Optional[Mapping[str, Any]] = None) -> List[Message]:
     """The records a consumer delivers by docs/log-format.md: those of write attempts that a
     record in the control topic confirms, within the offsets it states (for a parallel attempt,
     within the offsets of the record's own writer)."""
     ranges = {}
-    for m in read_topic(bootstrap_servers, topic + "__logstore_commits"):
+    for m in read_topic(bootstrap_servers, topic + "__logstore_commits", client=client):
         c = json.loads(m.value)
         if "writers" in c:
             for writer, offsets in c["writers"].items():
@@ -257,8 +261,10 @@ def confirmed(bootstrap_servers: str, topic: str, messages: List[Message]) -> Li
 
 
 def assert_contract(bootstrap_servers: str, topic: str, relation: str,
-                    value_format: str = "debezium-json") -> List[Message]:
-    messages = confirmed(bootstrap_servers, topic, read_topic(bootstrap_servers, topic))
+                    value_format: str = "debezium-json",
+                    client: Optional[Mapping[str, Any]] = None) -> List[Message]:
+    messages = confirmed(bootstrap_servers, topic, read_topic(bootstrap_servers, topic, client=client),
+                         client=client)
     types, table = table_state(relation)
     _assert_replay_gives(messages, types, table, topic, relation, value_format)
     return messages
