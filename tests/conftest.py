@@ -89,19 +89,28 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # --no-loadscope-reorder), handing each worker the next file in collection order when it
 # finishes one. The longest files go first (seconds of a worker in a full run, `--durations`),
 # so that none of them starts last while the other workers sit idle.
-LONGEST_FIRST = (  # seconds of a worker on four workers, 2026-11-24
+LONGEST_FIRST = (  # seconds of a worker on four workers, 2026-11-24 (new modules: alone, loaded)
     "test_schema_changes",  # ~420 s
+    "test_faults_random",  # ~330 s (a seed and microbatch added since)
     "test_faults_concurrency",  # ~360 s
-    "test_faults_random",  # ~330 s
     "test_options",  # ~330 s
     "test_contract",  # ~310 s
     "test_peer_flink",  # ~300 s
     "test_consuming",  # ~270 s
+    "test_apache_kafka",  # ~180-200 s
     "test_faults_incremental",  # ~220 s
+    "test_live_flink",  # ~90-180 s
     "test_faults_parallel",  # ~200 s
+    "test_broker_failure",
+    "test_kafka_security",
     "test_local_cluster",  # ~160 s
     "test_faults_early",  # ~150 s
+    "test_live_spark",  # ~90-200 s
+    "test_microbatch",  # ~80 s
+    "test_reduced_inputs",  # ~90 s
     "test_faults_late",  # ~130 s
+    "test_seeds",  # ~65 s
+    "test_snapshots",  # ~60 s
     "test_downstream_thrift",
     "test_downstream",
     "test_parallel_mirror",

@@ -110,7 +110,7 @@ class KafkaCluster:
         if not self.sasl_users:
             return {}
         return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
-                "sasl.username": user, "sasl.password": password}
+                "sasl.plain.username": user, "sasl.plain.password": password}
 
     def admin_client_config(self, user: str = ADMIN[0], password: str = ADMIN[1]) -> Dict[str, str]:
         """kafka-python settings of a client of this cluster."""

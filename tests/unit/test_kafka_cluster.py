@@ -26,7 +26,7 @@ def test_one_node_with_scram_users_and_acls(tmp_path):
     assert p["authorizer.class.name"].endswith("StandardAuthorizer")
     assert f"User:{ADMIN[0]}" in p["super.users"] and "alice" not in p["super.users"]
     assert p["auto.create.topics.enable"] == "false"
-    assert cluster.client_properties("alice", "a")["sasl.username"] == "alice"
+    assert cluster.client_properties("alice", "a")["sasl.plain.username"] == "alice"
     assert cluster.admin_client_config()["sasl_plain_username"] == ADMIN[0]
 
 
