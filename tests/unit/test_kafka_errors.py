@@ -134,3 +134,16 @@ def test_a_transaction_kafka_aborted_is_said_in_plain_words_on_both_clients():
         assert cause is not None and "transaction.timeout.ms (3000 ms)" in cause.words
         assert "fenced" in cause.words and "kafka.transaction.timeout.ms" in cause.check
     assert transaction_lost(RuntimeError("Unable to bootstrap"), 3000) is None
+
+
+def test_records_no_broker_acknowledged_are_said_in_plain_words():
+    from kafka.errors import KafkaTimeoutError
+
+    from dbt.adapters.logstore.kafka_errors import write_cause
+
+    expired = KafkaTimeoutError("Expiring 1355 record(s) for TopicPartition(topic='t', partition=2): "
+                                "25094 ms has passed since batch creation")
+    for transactional in (True, False):
+        cause = write_cause(expired, transactional, 60000)
+        assert cause is not None and "did not acknowledge the records in time" in cause.words
+    assert write_cause(RuntimeError("something else"), True, 60000) is None

@@ -8,7 +8,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka_config import CONFLUENT_DEFAULTS, confluent_config
-from dbt.adapters.logstore.kafka_errors import kafka_failure, transaction_lost
+from dbt.adapters.logstore.kafka_errors import kafka_failure, write_cause
 from dbt.adapters.logstore.kafka_writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
@@ -176,9 +176,9 @@ class ConfluentLogWriter(LogWriter):
         where = f" (record key {key.decode(errors='replace')})" if key is not None else ""
         detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
         detail = f"{type(exc).__name__}: {detail}"
-        lost = transaction_lost(exc, self._timeout_ms) if self._log.transactional else None
-        if lost is not None:
-            detail = f"{lost.words}. Check {lost.check}. ({detail})"
+        cause = write_cause(exc, self._log.transactional, self._timeout_ms)
+        if cause is not None:
+            detail = f"{cause.words}. Check {cause.check}. ({detail})"
         return DbtRuntimeError(
             f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
             f"{where}: {detail}"

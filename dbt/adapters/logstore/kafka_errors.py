@@ -187,6 +187,29 @@ def transaction_lost(exc: BaseException, timeout_ms: Optional[object] = None) ->
                  "and that no other run of the model was writing meanwhile")
 
 
+# How the clients report records no broker acknowledged within the delivery timeout: kafka-python's
+# "Expiring N record(s) ... since batch creation", librdkafka's _MSG_TIMED_OUT.
+_DELIVERY_EXPIRED = ("since batch creation", "_msg_timed_out", "message timed out")
+
+
+def write_cause(exc: BaseException, transactional: bool,
+                timeout_ms: Optional[object] = None) -> Optional[Cause]:
+    """The cause of a failed write in plain words, where the clients' own words are not: a
+    transaction Kafka aborted (transaction_lost), or records no broker acknowledged in time
+    (a partition's leader or the transaction coordinator lost, and no other took over)."""
+    lost = transaction_lost(exc, timeout_ms) if transactional else None
+    if lost is not None:
+        return lost
+    lowered = " ".join(f"{type(e).__name__}: {e}" for e in _chain(exc)).lower()
+    if any(mark in lowered for mark in _DELIVERY_EXPIRED):
+        return Cause("Kafka did not acknowledge the records in time: a broker stopped answering "
+                     "(the leader of a partition, or the transaction coordinator) and the write "
+                     "did not move to another within the delivery timeout",
+                     "that the brokers are up (a restarted one is taken over in seconds) and "
+                     "kafka.delivery.timeout.ms")
+    return None
+
+
 def kafka_failure(model: str, servers: Optional[str], exc: BaseException, doing: str = "",
                   changed: str = "Nothing was changed.") -> DbtRuntimeError:
     """One error line: the model, what was being done, the cause in plain words (from the
