@@ -47,7 +47,7 @@ RESULTS = HERE / "results.json"
 
 MODEL = """
 {{ config(materialized='table', unique_key='id',
-          **{'log.system': var('log_system', 'kafka'), 'kafka.topic': var('topic', 'bench_' ~ this.name),
+          **{'log.system': var('log_system', 'kafka'), 'kafka.topic': var('topic', 'bench') ~ '.' ~ this.name,
              'log.consistency': var('consistency', 'transactional'),
              'log.mirror.parallelism': var('parallelism', 1),
              'log.system.partitions': var('partitions', 1)}) }}
@@ -219,7 +219,7 @@ def child_mirror(spec: Dict[str, Any]) -> Dict[str, Any]:
            "transactions": run.get("log_transactions"),
            "longest_transaction_s": run.get("log_longest_transaction_s")}
     if spec.get("fetch"):
-        out["fetch_rate"], out["fetch_cpu_s_per_row"] = fetch_rate(bench_log(spec["topic"], spec["servers"]))
+        out["fetch_rate"], out["fetch_cpu_s_per_row"] = fetch_rate(bench_log(spec["topic"] + ".bench_table", spec["servers"]))
     return out
 
 
