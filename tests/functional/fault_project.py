@@ -84,7 +84,7 @@ def write_project(root: Path, schema: str, bootstrap_servers: str, server: Optio
                                              "spark.sql.session.timeZone": "UTC"}}
     else:
         method = {"method": "thrift", "host": server.host, "port": server.port,
-                  "connect_retries": 3, "connect_timeout": 5, "poll_interval": 1}
+                  "connect_retries": 5, "connect_timeout": 10, "poll_interval": 1}
     (root / "profiles.yml").write_text(yaml.safe_dump({"faults": {"target": "dev", "outputs": {"dev": {
         "type": "logstore", **method, "schema": schema, "threads": 1,
         "kafka_bootstrap_servers": bootstrap_servers, "kafka_properties": kafka_properties or {},
@@ -171,6 +171,9 @@ def wait_until_paused(folder: Path, process: Any, limit: float = 180.0) -> None:
     deadline = time.monotonic() + limit
     while not (folder / "reached").exists():
         if process.poll() is not None:
-            pytest.fail(f"the held run ended before its pause point:\n{process.stdout.read()[-3000:]}")
+            out = process.stdout.read()
+            errors = [line for line in out.splitlines() if "Error" in line or "error" in line]
+            pytest.fail(f"the held run ended ({process.returncode}) before its pause point:\n"
+                        + "\n".join(errors[:20])[:3000] + "\n...\n" + out[-1500:])
         assert time.monotonic() < deadline, "the held run never reached its pause point"
         time.sleep(0.2)
