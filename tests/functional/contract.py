@@ -46,6 +46,12 @@ class Message:
         return self.value is None and self.header("logstore.tombstone") == "after-delete"
 
 
+def new_messages(messages: List[Message], before: List[Message]) -> List[Message]:
+    """The records of `messages` that `before` (an earlier read of the topic) did not have."""
+    seen = {(m.partition, m.offset) for m in before}
+    return [m for m in messages if (m.partition, m.offset) not in seen]
+
+
 def changes(messages: List[Message]) -> List[Message]:
     """The records that are changes of their own: without the tombstones that only repeat the
     `d` event before them."""

@@ -4,7 +4,7 @@ from decimal import Decimal
 import pytest
 from dbt.tests.util import run_dbt
 
-from tests.functional.contract import assert_contract, read_topic, table_properties
+from tests.functional.contract import assert_contract, read_topic, table_properties, new_messages
 from tests.functional.contract import changes as logged_changes
 
 pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
@@ -35,10 +35,6 @@ def _run(step, expect_pass=True):
     return run_dbt(["run", "--vars", f"{{step: {step}}}"], expect_pass=expect_pass)
 
 
-def _new(messages, before):
-    seen = {(m.partition, m.offset) for m in before}
-    return [m for m in messages if (m.partition, m.offset) not in seen]
-
 
 class TestKeyedTable:
     @pytest.fixture(scope="class")
@@ -56,7 +52,7 @@ class TestKeyedTable:
 
         _run(2)
         log2 = assert_contract(kafka_bootstrap_servers, topic, relation)
-        changes = {m.key.decode(): m.envelope for m in logged_changes(_new(log2, log1))}
+        changes = {m.key.decode(): m.envelope for m in logged_changes(new_messages(log2, log1))}
         assert {k: e["op"] for k, e in changes.items()} == {
             '{"id":2}': "u", '{"id":3}': "d", '{"id":4}': "c"}
         assert changes['{"id":2}']["before"]["name"] == "Bjørn"
@@ -65,13 +61,13 @@ class TestKeyedTable:
 
         results = _run(3)  # same rows: nothing to log
         log3 = assert_contract(kafka_bootstrap_servers, topic, relation)
-        assert _new(log3, log2) == []
+        assert new_messages(log3, log2) == []
         assert results[0].adapter_response["rows_mirrored"] == 0
 
         _run(4)
         log4 = assert_contract(kafka_bootstrap_servers, topic, relation)
-        assert sorted(m.envelope["op"] for m in logged_changes(_new(log4, log3))) == ["d", "d"]
-        assert sum(m.repeats_delete for m in _new(log4, log3)) == 2  # each with its tombstone
+        assert sorted(m.envelope["op"] for m in logged_changes(new_messages(log4, log3))) == ["d", "d"]
+        assert sum(m.repeats_delete for m in new_messages(log4, log3)) == 2  # each with its tombstone
 
         props = table_properties(relation)
         assert props["log.system"] == "kafka"
@@ -102,7 +98,7 @@ class TestKeylessTable:
         assert len(log1) == 4 and all(m.key is None for m in log1)
         _run(2)
         log2 = assert_contract(kafka_bootstrap_servers, topic, relation)
-        new = _new(log2, log1)
+        new = new_messages(log2, log1)
         assert sorted((m.envelope["op"], str(m.envelope["before"] or m.envelope["after"])) for m in new) == [
             ("c", "{'k': 'b', 'v': 2}"), ("c", "{'k': 'c', 'v': None}"), ("d", "{'k': 'a', 'v': 1}")]
         # equal rows share a partition, so a delete never overtakes the insert of its row
@@ -111,7 +107,7 @@ class TestKeylessTable:
             image = str(m.envelope["before"] or m.envelope["after"])
             assert placement.setdefault(image, m.partition) == m.partition
         _run(2)
-        assert _new(assert_contract(kafka_bootstrap_servers, topic, relation), log2) == []
+        assert new_messages(assert_contract(kafka_bootstrap_servers, topic, relation), log2) == []
 
 
 INCREMENTAL_APPEND = """
@@ -256,7 +252,7 @@ class TestColumnsOrTypesChange:
         _run(1)
         first = assert_contract(kafka_bootstrap_servers, topic, relation)
         results = _run(2)
-        second = _new(assert_contract(kafka_bootstrap_servers, topic, relation), first)
+        second = new_messages(assert_contract(kafka_bootstrap_servers, topic, relation), first)
         assert sorted((m.key.decode(), m.envelope["op"]) for m in logged_changes(second)) == [
             ('{"id":0}', "u"), ('{"id":1}', "u"), ('{"id":2}', "d")]
         assert results[0].adapter_response["rows_mirrored"] == 4  # and the delete's tombstone
@@ -266,6 +262,6 @@ class TestColumnsOrTypesChange:
         third = assert_contract(kafka_bootstrap_servers, topic, relation)
         # 0.0 -> -0.0: equal as Spark values, not as JSON, so it is logged
         results = _run(3)
-        changed = _new(assert_contract(kafka_bootstrap_servers, topic, relation), third)
+        changed = new_messages(assert_contract(kafka_bootstrap_servers, topic, relation), third)
         assert [(m.key.decode(), m.envelope["op"]) for m in changed] == [('{"id":0}', "u")]
         assert b'"ratio":-0.0' in changed[0].value

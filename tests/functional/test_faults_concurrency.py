@@ -6,21 +6,14 @@ import os
 import signal
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.functional.contract import read_topic, replay_confirmed, wait_for_confirmations
-from tests.functional.fault_project import FaultProject, dbt, subprocess_project, write_project  # noqa: F401
+from tests.functional.fault_project import (  # noqa: F401
+    FaultProject, dbt, subprocess_project, wait_until_paused, write_project,
+)
 
-
-def _wait_until_paused(folder: Path, process, limit: float = 180.0) -> None:
-    deadline = time.monotonic() + limit
-    while not (folder / "reached").exists():
-        if process.poll() is not None:
-            pytest.fail(f"the held run ended before its pause point:\n{process.stdout.read()[-3000:]}")
-        assert time.monotonic() < deadline, "the held run never reached its pause point"
-        time.sleep(0.2)
 
 
 def _check_contract(project: FaultProject, bootstrap: str, topic: str, snapshots: int) -> None:
@@ -45,7 +38,7 @@ def test_two_runs_of_one_model_at_once_one_fails_clearly_and_the_log_is_not_mixe
     # run A commits its table, then is held before writing its log
     first = _run(project, 2, suffix, pause=f"after_table_commit:{tmp_path}", wait=False)
     try:
-        _wait_until_paused(tmp_path, first)
+        wait_until_paused(tmp_path, first)
         log_before = len(read_topic(kafka_bootstrap_servers, topic))
         second = _run(project, 3, suffix)  # run B of the same model meanwhile
         out = " ".join(second.stdout.split())
@@ -109,7 +102,7 @@ def test_broker_lost_in_the_middle_of_a_mirror_fails_clearly_and_the_next_run_co
     held = _run(project, 2, suffix, pause=f"mid_log_write:{tmp_path}", wait=False)
     pid = own_broker.pid()
     try:
-        _wait_until_paused(tmp_path, held)
+        wait_until_paused(tmp_path, held)
         os.kill(pid, signal.SIGSTOP)
         (tmp_path / "release").touch()
         output, _ = held.communicate(timeout=300)
@@ -159,7 +152,7 @@ def test_a_paused_owner_loses_its_lease_and_is_fenced(leased_project, kafka_boot
     assert _run(project, 1, suffix).returncode == 0
     first = _run(project, 2, suffix, pause=f"{point}:{tmp_path}", wait=False)
     try:
-        _wait_until_paused(tmp_path, first)
+        wait_until_paused(tmp_path, first)
         os.kill(first.pid, signal.SIGSTOP)
         (tmp_path / "release").touch()  # it goes on only when thawed
         time.sleep(LEASE_SECONDS + 2)

@@ -12,11 +12,12 @@ from dbt.adapters.capability import Capability
 from dbt.tests.util import run_dbt
 
 from tests.functional.contract import (
+    new_messages,
     changes, confirmed, read_topic, replay, table_state, wait_for_confirmations,
 )
 from tests.functional.dbt_helpers import logstore_statuses
 from tests.functional.flink_peer import (
-    FlinkDecoder, apply_changelog, canonical_rows, debezium_case, decoded, differences, flink_python,
+    apply_changelog, canonical_rows, debezium_case, decoded, differences,
 )
 
 FAIL_DAY = "LOGSTORE_TEST_FAIL_DAY"  # read by the model through env_var: `dbt retry` re-reads it
@@ -53,20 +54,11 @@ where raise_error('this batch fails on purpose') is null
 WINDOW = ["--event-time-start", "2024-01-01", "--event-time-end", "2024-01-04"]
 
 
-@pytest.fixture(scope="module")
-def flink(tmp_path_factory):
-    decoder = FlinkDecoder(tmp_path_factory.mktemp("flink"), flink_python())  # starts while dbt runs
-    try:
-        yield decoder
-    finally:
-        decoder.close()
-
-
 def _run(step, *extra, expect_pass=True):
     return run_dbt(["run", "--vars", json.dumps({"step": step}), *WINDOW, *extra], expect_pass=expect_pass)
 
 
-def _check(project, servers, snapshots, tmp_path, flink):
+def _check(project, servers, snapshots, tmp_path, flink_decoder):
     """The log replays to the table three ways: the independent replay, status --verify, Flink."""
     topic = relation = f"{project.test_schema}.daily"
     confirmations = wait_for_confirmations(servers, topic, snapshots)
@@ -79,15 +71,11 @@ def _check(project, servers, snapshots, tmp_path, flink):
     assert status.agree and status.log_snapshot == snapshots, status.problems
     tmp_path.mkdir(parents=True, exist_ok=True)
     case = debezium_case("daily", messages, types, tmp_path)
-    results = flink.decode([case])
+    results = flink_decoder.decode([case])
     flink = apply_changelog(canonical_rows(decoded(results, case), types))
     assert flink == table, differences(flink, table)
     return confirmations, messages
 
-
-def _new(messages, before):
-    seen = {(m.partition, m.offset) for m in before}
-    return [m for m in messages if (m.partition, m.offset) not in seen]
 
 
 def _ops_by_changeset(messages):
@@ -103,7 +91,7 @@ class TestLoggedMicrobatch:
         return {"events.sql": EVENTS, "daily.sql": DAILY}
 
     def test_each_batch_is_one_change_set_and_a_retried_batch_logs_once(
-            self, project, kafka_bootstrap_servers, tmp_path, flink):
+            self, project, kafka_bootstrap_servers, tmp_path, flink_decoder):
         servers = kafka_bootstrap_servers
         # dbt-spark declares no microbatch concurrency: dbt runs a Spark model's batches one after
         # another even with concurrent_batches=true, each under the model's run lock in turn
@@ -111,15 +99,15 @@ class TestLoggedMicrobatch:
 
         # first run: three daily batches, three snapshots, each batch's rows as inserts
         _run(1)
-        confirmations, log = _check(project, servers, 3, tmp_path, flink)
+        confirmations, log = _check(project, servers, 3, tmp_path, flink_decoder)
         per_batch = _ops_by_changeset(log)
         assert len(per_batch) == 3 and all(ops == Counter(c=2) for ops in per_batch.values()), per_batch
         assert all("-batch-" in changeset for changeset in per_batch)
 
         # the same window again with day 2 and day 3 changed: only what changed is logged
         _run(2)
-        confirmations, log2 = _check(project, servers, 6, tmp_path / "2", flink)
-        new = _ops_by_changeset(_new(log2, log))
+        confirmations, log2 = _check(project, servers, 6, tmp_path / "2", flink_decoder)
+        new = _ops_by_changeset(new_messages(log2, log))
         assert sorted(new.values(), key=sorted) == sorted([Counter(u=1), Counter(d=1, c=1)], key=sorted), new
 
         # day 2's batch fails (days 1 and 3 commit); dbt retry runs day 2 again and it logs once
@@ -128,9 +116,9 @@ class TestLoggedMicrobatch:
             _run(3, expect_pass=False)
         finally:
             del os.environ[FAIL_DAY]
-        _check(project, servers, 8, tmp_path / "3", flink)
+        _check(project, servers, 8, tmp_path / "3", flink_decoder)
         run_dbt(["retry"])
-        confirmations, log3 = _check(project, servers, 9, tmp_path / "4", flink)
-        new = _ops_by_changeset(_new(log3, log2))
+        confirmations, log3 = _check(project, servers, 9, tmp_path / "4", flink_decoder)
+        new = _ops_by_changeset(new_messages(log3, log2))
         assert sorted(new.values(), key=sorted) == sorted([Counter(u=1)] * 3, key=sorted), new
         assert len({c["changeset"] for c in confirmations}) == 9  # no change set confirmed twice

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from dbt.tests.util import run_dbt
 
-from tests.functional.contract import changes, confirmed, read_topic, replay, table_state
+from tests.functional.contract import changes, confirmed, read_topic, replay, table_state, new_messages
 from tests.functional.dbt_helpers import logstore_statuses
 from tests.functional.flink_peer import (
-    FlinkDecoder, apply_changelog, canonical_rows, debezium_case, decoded, differences, flink_python,
+    apply_changelog, canonical_rows, debezium_case, decoded, differences,
 )
 
 CSV = {
@@ -21,24 +21,11 @@ CSV = {
 }
 
 
-@pytest.fixture(scope="module")
-def flink(tmp_path_factory):
-    decoder = FlinkDecoder(tmp_path_factory.mktemp("flink"), flink_python())  # starts while dbt runs
-    try:
-        yield decoder
-    finally:
-        decoder.close()
-
-
 def _seed(project, step, *args):
     for name in ("customers", "prices"):
         (Path(project.project_root) / "seeds" / f"{name}.csv").write_text(CSV[step])
     return {r.node.name: r.adapter_response for r in run_dbt(["seed", *args])}
 
-
-def _new(messages, before):
-    seen = {(m.partition, m.offset) for m in before}
-    return [m for m in messages if (m.partition, m.offset) not in seen]
 
 
 class TestLoggedSeeds:
@@ -54,7 +41,7 @@ class TestLoggedSeeds:
     def models(self):  # the seeds' properties: customers keyed, prices keyless
         return {"seeds.yml": "seeds:\n  - name: customers\n    config:\n      unique_key: id\n"}
 
-    def _check(self, project, servers, tmp_path, flink):
+    def _check(self, project, servers, tmp_path, flink_decoder):
         logs, cases, tables = {}, [], {}
         tmp_path.mkdir(parents=True, exist_ok=True)
         for seed in ("customers", "prices"):
@@ -65,29 +52,29 @@ class TestLoggedSeeds:
             cases.append(debezium_case(seed, logs[seed], types, tmp_path))
         statuses = logstore_statuses(project)
         assert all(statuses[s].agree for s in logs), {s: statuses[s].problems for s in logs}
-        results = flink.decode(cases)
+        results = flink_decoder.decode(cases)
         for case in cases:
             types, table = tables[case.name]
             flink = apply_changelog(canonical_rows(decoded(results, case), types))
-            assert flink == table, differences(flink, table)
+            assert flink == table, differences(flink_decoder, table)
         return logs
 
-    def test_dbt_seed_logs_what_the_csv_changed(self, project, kafka_bootstrap_servers, tmp_path, flink):
+    def test_dbt_seed_logs_what_the_csv_changed(self, project, kafka_bootstrap_servers, tmp_path, flink_decoder):
         servers = kafka_bootstrap_servers
         responses = _seed(project, 1)
         assert responses["customers"]["rows_mirrored"] == 3
-        log1 = self._check(project, servers, tmp_path / "1", flink)
+        log1 = self._check(project, servers, tmp_path / "1", flink_decoder)
 
         _seed(project, 2)
-        log2 = self._check(project, servers, tmp_path / "2", flink)
-        keyed = {m.key.decode(): m.op for m in changes(_new(log2["customers"], log1["customers"]))}
+        log2 = self._check(project, servers, tmp_path / "2", flink_decoder)
+        keyed = {m.key.decode(): m.op for m in changes(new_messages(log2["customers"], log1["customers"]))}
         assert keyed == {'{"id":2}': "u", '{"id":3}': "d", '{"id":4}': "c"}
-        keyless = Counter(m.op for m in _new(log2["prices"], log1["prices"]))
+        keyless = Counter(m.op for m in new_messages(log2["prices"], log1["prices"]))
         assert keyless == Counter(d=2, c=2)  # the old and new image of row 2, row 3 out, row 4 in
 
         responses = _seed(project, 2, "--full-refresh")  # same CSV: nothing to log
         assert responses["customers"]["rows_mirrored"] == responses["prices"]["rows_mirrored"] == 0
 
         _seed(project, 3)  # a new column: every row again, with the new image
-        log3 = self._check(project, servers, tmp_path / "3", flink)
-        assert Counter(m.op for m in changes(_new(log3["customers"], log2["customers"]))) == Counter(u=3)
+        log3 = self._check(project, servers, tmp_path / "3", flink_decoder)
+        assert Counter(m.op for m in changes(new_messages(log3["customers"], log2["customers"]))) == Counter(u=3)

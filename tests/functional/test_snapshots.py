@@ -8,10 +8,10 @@ from collections import Counter
 import pytest
 from dbt.tests.util import run_dbt
 
-from tests.functional.contract import changes, confirmed, read_topic, replay, table_state
+from tests.functional.contract import changes, confirmed, read_topic, replay, table_state, new_messages
 from tests.functional.dbt_helpers import logstore_statuses
 from tests.functional.flink_peer import (
-    FlinkDecoder, apply_changelog, canonical_rows, debezium_case, decoded, differences, flink_python,
+    apply_changelog, canonical_rows, debezium_case, decoded, differences,
 )
 
 SOURCE = """
@@ -33,19 +33,6 @@ select * from {{ ref('customers') }}
 """
 
 
-@pytest.fixture(scope="module")
-def flink(tmp_path_factory):
-    decoder = FlinkDecoder(tmp_path_factory.mktemp("flink"), flink_python())  # starts while dbt runs
-    try:
-        yield decoder
-    finally:
-        decoder.close()
-
-
-def _new(messages, before):
-    seen = {(m.partition, m.offset) for m in before}
-    return [m for m in messages if (m.partition, m.offset) not in seen]
-
 
 class TestLoggedSnapshot:
     @pytest.fixture(scope="class")
@@ -56,7 +43,7 @@ class TestLoggedSnapshot:
     def snapshots(self):
         return {"customers_history.sql": SNAPSHOT}
 
-    def _step(self, project, servers, step, flink, tmp_path):
+    def _step(self, project, servers, step, flink_decoder, tmp_path):
         run_dbt(["run", "--vars", json.dumps({"step": step})])
         (result,) = run_dbt(["snapshot", "--vars", json.dumps({"step": step})])
         topic = relation = f"{project.test_schema}.customers_history"
@@ -67,20 +54,20 @@ class TestLoggedSnapshot:
         assert status.agree, status.problems
         tmp_path.mkdir(parents=True, exist_ok=True)
         case = debezium_case("history", messages, types, tmp_path)
-        decoded_rows = apply_changelog(canonical_rows(decoded(flink.decode([case]), case), types))
+        decoded_rows = apply_changelog(canonical_rows(decoded(flink_decoder.decode([case]), case), types))
         assert decoded_rows == table, differences(decoded_rows, table)
         return result.adapter_response, messages
 
     def test_dbt_snapshot_logs_new_and_closed_versions(self, project, kafka_bootstrap_servers,
-                                                       flink, tmp_path):
+                                                       flink_decoder, tmp_path):
         servers = kafka_bootstrap_servers
-        response, log1 = self._step(project, servers, 1, flink, tmp_path / "1")
+        response, log1 = self._step(project, servers, 1, flink_decoder, tmp_path / "1")
         assert Counter(m.op for m in changes(log1)) == Counter(c=3)
         assert {json.loads(m.key)["dbt_scd_id"] for m in log1} == \
             {m.envelope["after"]["dbt_scd_id"] for m in log1}  # keyed by the version's scd id
 
-        response, log2 = self._step(project, servers, 2, flink, tmp_path / "2")
-        new = changes(_new(log2, log1))
+        response, log2 = self._step(project, servers, 2, flink_decoder, tmp_path / "2")
+        new = changes(new_messages(log2, log1))
         # id 2 changed: its version closed (u) and a new one (c); id 3 deleted: its version
         # closed (u); id 4 new (c); id 1 untouched
         ops = Counter((m.op, (m.envelope["after"] or m.envelope["before"])["id"]) for m in new)
@@ -88,5 +75,5 @@ class TestLoggedSnapshot:
         closed = [m.envelope for m in new if m.op == "u"]
         assert all(e["before"]["dbt_valid_to"] is None and e["after"]["dbt_valid_to"] for e in closed)
 
-        response, log3 = self._step(project, servers, 2, flink, tmp_path / "3")  # nothing new
-        assert response["rows_mirrored"] == 0 and _new(log3, log2) == []
+        response, log3 = self._step(project, servers, 2, flink_decoder, tmp_path / "3")  # nothing new
+        assert response["rows_mirrored"] == 0 and new_messages(log3, log2) == []

@@ -6,7 +6,7 @@ import pytest
 from dbt.tests.util import run_dbt
 from kafka import KafkaAdminClient
 
-from tests.functional.contract import assert_contract_rows, rows_state
+from tests.functional.contract import assert_contract_rows, rows_state, new_messages
 from tests.functional.contract import changes as logged_changes
 
 # Own copies of the contract tests' models, so this module does not follow their edits.
@@ -62,10 +62,6 @@ def _op(message):
     return "d" if message.value is None else message.envelope["op"]
 
 
-def _new(messages, before):
-    seen = {(m.partition, m.offset) for m in before}
-    return [m for m in messages if (m.partition, m.offset) not in seen]
-
 
 def _topics(bootstrap_servers):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
@@ -118,19 +114,19 @@ class TestThriftMethod:
         results = {r.node.name: r for r in _run(2, "customers", "events")}
         assert results["customers"].adapter_response["rows_mirrored"] == 4  # u, d + tombstone, c
         log2, rows = self._contract(server, kafka_bootstrap_servers, customers_topic, customers)
-        changes = {m.key.decode(): m for m in logged_changes(_new(log2, log1))}
+        changes = {m.key.decode(): m for m in logged_changes(new_messages(log2, log1))}
         assert {k: _op(m) for k, m in changes.items()} == {
             '{"id":2}': "u", '{"id":3}': "d", '{"id":4}': "c"}
         assert changes['{"id":2}'].envelope["after"]["name"] == "Bjørn Ø"
         assert changes['{"id":4}'].envelope["after"]["name"] == "Dédé 🚀"
         assert sorted(r["id"] for r in rows) == [1, 2, 4]
         ev2, _ = self._contract(server, kafka_bootstrap_servers, events_topic, events)
-        assert len(_new(ev2, ev1)) == 4
+        assert len(new_messages(ev2, ev1)) == 4
 
         # run 3: ids 2 and 4 deleted; 6 more events appended
         _run(3, "customers", "events")
         log3, rows = self._contract(server, kafka_bootstrap_servers, customers_topic, customers)
-        assert sorted(_op(m) for m in logged_changes(_new(log3, log2))) == ["d", "d"]
+        assert sorted(_op(m) for m in logged_changes(new_messages(log3, log2))) == ["d", "d"]
         assert [r["id"] for r in rows] == [1]
         ev3, rows = self._contract(server, kafka_bootstrap_servers, events_topic, events)
         assert len(ev3) == len(rows) == 2 + 4 + 6
