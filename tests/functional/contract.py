@@ -46,6 +46,19 @@ class Message:
         return self.value is None and self.header("logstore.tombstone") == "after-delete"
 
 
+def end_offsets(bootstrap_servers: str, topics: Iterable[str]) -> Dict[str, int]:
+    """Every partition's end offset of `topics`, as "topic:partition" (read_uncommitted: aborted
+    writes count too), to show that a run wrote nothing anywhere."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
+                             isolation_level="read_uncommitted")
+    try:
+        parts = [TopicPartition(t, p) for t in sorted(topics)
+                 for p in sorted(consumer.partitions_for_topic(t) or [])]
+        return {f"{tp.topic}:{tp.partition}": o for tp, o in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
+
+
 def new_messages(messages: List[Message], before: List[Message]) -> List[Message]:
     """The records of `messages` that `before` (an earlier read of the topic) did not have."""
     seen = {(m.partition, m.offset) for m in before}

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 from dbt.tests.util import run_dbt
-from kafka import KafkaConsumer, TopicPartition
 
-from tests.functional.contract import assert_contract, table_state
+from tests.functional.contract import assert_contract, end_offsets, table_state
 from tests.functional.dbt_helpers import failure_text
 
 CUSTOMERS = """
@@ -32,15 +31,6 @@ models:
 """
 
 
-def _end_offsets(servers, topic):
-    consumer = KafkaConsumer(bootstrap_servers=servers, group_id=None)
-    try:
-        parts = [TopicPartition(t, p) for t in (topic, topic + "__logstore_commits")
-                 for p in sorted(consumer.partitions_for_topic(t) or [])]
-        return consumer.end_offsets(parts)
-    finally:
-        consumer.close()
-
 
 class TestContractsAndShow:
     @pytest.fixture(scope="class")
@@ -52,18 +42,19 @@ class TestContractsAndShow:
         topic = relation = f"{project.test_schema}.customers"
         run_dbt(["run"])
         assert_contract(servers, topic, relation)
-        offsets, table = _end_offsets(servers, topic), table_state(relation)
+        topics = [topic, topic + "__logstore_commits"]
+        offsets, table = end_offsets(servers, topics), table_state(relation)
 
         # dbt show runs the query and nothing else
         run_dbt(["show", "--select", "customers", "--vars", "{more: ', (3, \"Cy\")'}"])
-        assert _end_offsets(servers, topic) == offsets and table_state(relation) == table
+        assert end_offsets(servers, topics) == offsets and table_state(relation) == table
 
         # the SQL breaks the contract (a third column): refused before the table or topic changes
         models = Path(project.project_root) / "models"
         (models / "customers.sql").write_text(CUSTOMERS.replace("select *", "select *, 1 as extra"))
         text = failure_text(["run"])
         assert "extra" in text and "contract" in text.lower(), text[-2000:]
-        assert _end_offsets(servers, topic) == offsets and table_state(relation) == table
+        assert end_offsets(servers, topics) == offsets and table_state(relation) == table
 
         # kept, it logs as usual
         (models / "customers.sql").write_text(CUSTOMERS)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from dbt.tests.util import run_dbt
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient
 
-from tests.functional.contract import assert_contract, table_state
+from tests.functional.contract import assert_contract, end_offsets, table_state
 from tests.functional.dbt_helpers import logstore_statuses
 
 RAW = """
@@ -60,17 +60,6 @@ def _topics(servers):
         admin.close()
 
 
-def _end_offsets(servers, topics):
-    """Every partition's end offset of `topics` (read_uncommitted: aborted writes count too)."""
-    consumer = KafkaConsumer(bootstrap_servers=servers, group_id=None,
-                             isolation_level="read_uncommitted")
-    try:
-        parts = [TopicPartition(t, p) for t in sorted(topics)
-                 for p in sorted(consumer.partitions_for_topic(t) or [])]
-        return {f"{tp.topic}:{tp.partition}": o for tp, o in consumer.end_offsets(parts).items()}
-    finally:
-        consumer.close()
-
 
 def _responses(results):
     return {r.node.name: r.adapter_response for r in results if r.node.resource_type == "model"}
@@ -106,7 +95,7 @@ class TestReducedInputRuns:
         for model in LOGGED:
             assert_contract(servers, f"{schema}.{model}", f"{schema}.{model}")
         assert table_state(f"{schema}.follower") == table_state(f"{schema}.customers")
-        before = _end_offsets(servers, topics)
+        before = end_offsets(servers, topics)
         tables = {m: table_state(f"{schema}.{m}") for m in LOGGED}
 
         # --empty over existing logged tables: nothing written anywhere, tables unchanged
@@ -115,7 +104,7 @@ class TestReducedInputRuns:
             for model in LOGGED:
                 assert responses[model]["rows_mirrored"] == 0, (args, model)
                 assert "left the table and its log as they are" in responses[model]["_message"]
-            assert _end_offsets(servers, topics) == before, args
+            assert end_offsets(servers, topics) == before, args
             assert {m: table_state(f"{schema}.{m}") for m in LOGGED} == tables, args
         statuses = logstore_statuses(project)
         assert all(statuses[m].agree for m in LOGGED), {m: statuses[m].problems for m in LOGGED}
