@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install jars bench bench-diff soak clean
+.PHONY: demo test test-cluster unit functional install jars bench bench-diff bench-formats soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -33,8 +33,9 @@ $(FLINK_STAMP):
 	touch $(FLINK_STAMP)
 
 # The jars, resolved by Maven from Maven Central into .jars/<name> (pinned in jars/<name>/pom.xml):
-# Apache Kafka's broker (tests/kafka_cluster.py), Spark's Kafka source, Flink's Kafka connector.
-JAR_SETS  := kafka spark-kafka flink-kafka
+# Apache Kafka's broker (tests/kafka_cluster.py), Spark's Kafka source, Flink's Kafka connector,
+# the Iceberg and Delta runtimes (on the tests' Spark class path: tests/table_formats.py).
+JAR_SETS  := kafka spark-kafka flink-kafka iceberg delta
 JARS_STAMP := .jars/.installed
 $(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml)
 	for j in $(JAR_SETS); do rm -rf .jars/$$j && \
@@ -91,6 +92,12 @@ bench: $(BENCH_STAMP) $(JARS_STAMP)
 # CTAS of the run without the log, side by side in one Spark session (no broker).
 bench-diff: $(STAMP)
 	$(BIN)/python benchmarks/diff.py $(BENCH_ARGS)
+
+# The change-feed benchmark (benchmarks/change_feeds.py): a keyed rebuild's change set as the log
+# computes it, next to Delta's Change Data Feed and Iceberg's changelog view of the same change
+# made by CREATE OR REPLACE and by MERGE, each format in a Spark session of its own (no broker).
+bench-formats: $(STAMP) $(JARS_STAMP)
+	$(BIN)/python benchmarks/change_feeds.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) .jars sample_project/target sample_project/logs

@@ -14,6 +14,10 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # Every Spark JVM the tests start, in this process and in the dbt processes they run, starts
 # with the JVM options of tests/spark-conf (there, why).
 os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark-conf"))
+# ... and with the Iceberg and Delta jars on its class path (tests/table_formats.py).
+from tests.table_formats import put_jars_on_class_path  # noqa: E402
+
+put_jars_on_class_path()
 
 
 @pytest.fixture(scope="session")

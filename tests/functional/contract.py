@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Context, Decimal
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from kafka import KafkaConsumer, TopicPartition
@@ -18,7 +19,11 @@ from kafka import KafkaConsumer, TopicPartition
 # tests/conftest.py names this process's Spark directory here; the profile's session_dir is the same
 SESSION_DIR_VARIABLE = "LOGSTORE_TEST_SESSION_DIR"
 # what the test profile's server_side_parameters set
-TEST_SESSION = {"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"}
+TEST_SESSION = {"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC",
+                # a Delta table read by path (read_table_files) in a session without Delta's
+                # catalog: the tests read their tables' files so
+                "spark.databricks.delta.requiredSparkConfsCheck.enabled": "false",
+                "spark.databricks.delta.snapshotPartitions": "2"}
 
 
 @dataclass(frozen=True)
@@ -161,7 +166,7 @@ def canonical(row: Dict[str, Any], types: Dict[str, str]) -> str:
                       default=str, ensure_ascii=False)
 
 
-def spark():
+def spark(settings: Optional[Dict[str, str]] = None):
     """This process's Spark session, started as the adapter starts it (Hive catalog, warehouse
     and Derby metastore in the test session's own directory), whichever comes first: a test's
     own query or a dbt run. A bare `getOrCreate()` would start an in-memory catalog with its
@@ -178,7 +183,8 @@ def spark():
     # starts the session in its model threads.
     if SparkContext._active_spark_context is None:
         builder = builder.enableHiveSupport()
-        for key, value in {**session_defaults(os.environ[SESSION_DIR_VARIABLE]), **TEST_SESSION}.items():
+        settings = {**session_defaults(os.environ[SESSION_DIR_VARIABLE]), **TEST_SESSION, **(settings or {})}
+        for key, value in settings.items():
             builder = builder.config(key, value)
     session = builder.getOrCreate()
     # a session someone started otherwise would make every later test in this process doubtful
@@ -186,8 +192,31 @@ def spark():
     return session
 
 
+def stop_spark() -> None:
+    """End this process's Spark session (its JVM stays): the next one starts with its own
+    settings, e.g. a table format's catalog (tests/table_formats.py), which a running session
+    cannot take."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession
+    if session is not None:
+        session.stop()
+
+
+def read_table_files(path: Path, table_format: str = "parquet"):
+    """A table's rows read from its files (a process whose metastore another JVM holds):
+    Delta by path, Iceberg from its newest metadata file, else the parquet files."""
+    if table_format == "delta":
+        return spark().read.format("delta").load(str(path))
+    if table_format == "iceberg":
+        newest = max(path.glob("metadata/*.metadata.json"), key=lambda p: int(p.name.split("-")[0]))
+        return spark().read.format("iceberg").load(str(newest))
+    return spark().read.parquet(str(path))
+
+
 def table_state(relation: str):
-    df = spark().table(relation)
+    """Column types and canonical rows of a table (or of `<table> version as of <v>`)."""
+    df = spark().sql(f"select * from {relation}")
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     return types, Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
 
