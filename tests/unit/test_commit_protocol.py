@@ -18,6 +18,7 @@ from dbt.adapters.logstore.commit_protocol import (
     H_TABLE,
     MIRRORED,
     SNAPSHOT_ATTEMPT,
+    SNAPSHOT_TABLE_VERSION,
     SNAPSHOT_ID,
     SNAPSHOT_OFFSETS,
     TOPIC_PARTITIONS,
@@ -29,7 +30,7 @@ from dbt.adapters.logstore.commit_protocol import (
     recovery_action,
 )
 from dbt.adapters.logstore.commit_protocol import write_change_set as write_records
-from dbt.adapters.logstore.control_records import confirmation_record
+from dbt.adapters.logstore.control_records import Confirmation, confirmation_record
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
 
@@ -506,10 +507,11 @@ def test_snapshot_property_names():
 def test_carried_properties():
     # a rebuilt table continues the snapshot history, the log's partition count and how far
     # it has read its upstream logs ...
-    from dbt.adapters.logstore.names import SOURCES
+    # and the table format's version its snapshot's rows are in
+    from dbt.adapters.logstore.names import SNAPSHOT_TABLE_VERSION, SOURCES
 
-    assert CARRIED == (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS,
-                       SOURCES)
+    assert CARRIED == (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, SNAPSHOT_TABLE_VERSION,
+                       MIRRORED, TOPIC_PARTITIONS, SOURCES)
     # ... but never the change-set tags of the commit being made
     assert COMMITTED not in CARRIED and CHANGESET_ID not in CARRIED
 
@@ -538,6 +540,7 @@ def test_snapshot_properties():
         SNAPSHOT_ID: "7",
         SNAPSHOT_OFFSETS: '{"0": 12, "2": 5}',
         SNAPSHOT_ATTEMPT: "a" * 32,
+        SNAPSHOT_TABLE_VERSION: "",  # a plain table has no version of its own: cleared
     }
     assert all(isinstance(v, str) for v in props.values())  # table properties are strings
 
@@ -604,7 +607,23 @@ def test_snapshot_from_confirmation_then_properties():
     # recovery adopts a confirmed snapshot and records it with the table
     props = Snapshot.from_confirmation(CONFIRMATION).properties("run-3")
     assert props == {MIRRORED: "run-3", SNAPSHOT_ID: "3",
-                     SNAPSHOT_OFFSETS: '{"0": 10, "1": 4, "2": 6}', SNAPSHOT_ATTEMPT: "c" * 32}
+                     SNAPSHOT_OFFSETS: '{"0": 10, "1": 4, "2": 6}', SNAPSHOT_ATTEMPT: "c" * 32,
+                     SNAPSHOT_TABLE_VERSION: ""}
+
+
+def test_the_table_formats_version_goes_from_confirmation_to_table_and_back():
+    # an Iceberg snapshot id or Delta version confirmed with the snapshot is recorded with it
+    props = Snapshot.from_confirmation({**CONFIRMATION, "table_version": "8470"}).properties("run-3")
+    assert props[SNAPSHOT_TABLE_VERSION] == "8470"
+    assert Snapshot.from_properties(props).table_version == "8470"
+    previous = Snapshot(id=3, end_offsets={0: 10})
+    result = WriteResult(topic="analytics.orders", records=1, offsets={0: (10, 11)})
+    _, value = confirmation_record(LOG, TABLE, 4, "run-4", "att", previous, result,
+                                   table_version="12")
+    assert json.loads(value)["table_version"] == "12"
+    assert Confirmation.from_record(value).table_version == "12"
+    _, value = confirmation_record(LOG, TABLE, 4, "run-4", "att", previous, result)
+    assert "table_version" not in json.loads(value)  # a plain table's: as before
 
 
 # --- confirmation_record ------------------------------------------------------------------

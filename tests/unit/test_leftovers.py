@@ -1,5 +1,5 @@
 """Leftover directories of the adapter's own relations: what is recognised as ours."""
-from dbt.adapters.logstore.leftovers import orphan_location, removal_sql, location_of, uncommitted_output
+from dbt.adapters.logstore.leftovers import drop_sql, orphan_location, removal_sql, location_of, uncommitted_output
 
 ERROR = ("[LOCATION_ALREADY_EXISTS] Cannot name the managed table as "
          "`spark_catalog`.`analytics`.`orders__logstore_new`, as its associated location "
@@ -31,12 +31,20 @@ def test_other_errors_are_not_leftovers():
 
 def test_removal_points_a_managed_table_at_the_directory_and_drops_it():
     statements = removal_sql("analytics.orders__logstore_new__gc", "file:/wh/a'b")
-    assert statements[0] == "drop table if exists analytics.orders__logstore_new__gc"
+    # purged: Iceberg's session catalog keeps a plain table's files on a drop without PURGE
+    assert statements[0] == "drop table if exists analytics.orders__logstore_new__gc purge"
     assert statements[1].startswith("create table analytics.orders__logstore_new__gc")
     assert statements[2] == "alter table analytics.orders__logstore_new__gc set location 'file:/wh/a\\'b'"
-    assert statements[3] == "drop table analytics.orders__logstore_new__gc"
+    assert statements[3] == statements[0]
     # and the helper's own directory goes too
     assert statements[4:] == [statements[1], statements[3]]
+
+
+def test_the_adapters_own_tables_are_dropped_with_their_files():
+    assert drop_sql("analytics.orders__logstore_changes") == \
+        "drop table if exists analytics.orders__logstore_changes purge"
+    assert drop_sql("orders__logstore_changes_events", "view") == \
+        "drop view if exists orders__logstore_changes_events"
 
 
 def test_a_killed_inserts_output_is_the_committers_scratch_directory_of_the_table():

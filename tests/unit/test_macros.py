@@ -128,6 +128,10 @@ def _sql(text: Any) -> str:
 
 
 def relation(identifier: str, type: str = "table") -> SparkRelation:
+    """A relation of the fake catalog: its type, or 'iceberg'/'delta' for a table of that format."""
+    if type in ("iceberg", "delta"):
+        return SparkRelation.create(schema=SCHEMA, identifier=identifier, type="table",
+                                    is_iceberg=type == "iceberg", is_delta=type == "delta")
     return SparkRelation.create(schema=SCHEMA, identifier=identifier, type=type)
 
 
@@ -320,6 +324,9 @@ class FakeAdapter:
     @recorded
     def logstore_crash_point(self, point):
         return ""
+
+    def logstore_replaces_in_place(self, file_format, old_relation):
+        return LogstoreAdapter.logstore_replaces_in_place(self, file_format, old_relation)
 
     @recorded
     def logstore_intent_properties(self, new_relation, old_relation, new_rows, replaced_by=None,
@@ -547,6 +554,40 @@ def test_logged_table_rebuild_diffs_before_the_swap_and_mirrors_after_it():
              ("adapter.logstore_crash_point", {"point": "mid_swap"}),
              ("adapter.rename_relation", {"from_relation": STAGING, "to_relation": TARGET}),
              ("adapter.logstore_mirror", {}))
+
+
+@pytest.mark.parametrize("file_format,existing", [("iceberg", "iceberg"), ("delta", "delta"),
+                                                  ("delta", None)])
+def test_a_versioned_table_is_rebuilt_in_one_replace_that_tags_it_and_keeps_its_history(file_format, existing):
+    h = Harness("table", existing={"orders": existing} if existing else {}, file_format=file_format,
+                tblproperties={"owner": "team-a"}, **kafka())
+    h.context.update(file_format_clause=lambda: f"using {file_format}", options_clause=lambda: "",
+                     partition_cols=lambda label: "", clustered_cols=lambda label: "",
+                     location_clause=lambda: "", comment_clause=lambda: "")
+    h.materialize()
+    replace = h.one("statement", name="logstore_replace").args["sql"]
+    assert replace.startswith(f"create or replace table {TARGET} using {file_format} tblproperties (")
+    assert replace.endswith(f"as select * from {STAGING}")
+    # the rows and their change-set tag in one commit, next to the model's own properties
+    assert f"'logstore.changeset.committed' = '{INVOCATION}'" in replace
+    assert "'owner' = 'team-a'" in replace
+    assert h.all("adapter.drop_relation", relation=TARGET) == []  # never dropped ...
+    assert h.all("adapter.rename_relation") == []  # ... nor swapped: its history stays
+    assert h.tblproperties(STAGING) == []
+    # the rows staged in a parquet table of the adapter's own, then dropped
+    staged = _sql(h.one("adapter.logstore_create", relation=STAGING).args["sql"])
+    assert staged.startswith(f"create table {STAGING} using parquet"), staged
+    in_order(h, ("adapter.logstore_check_change_set", {}), ("statement", {"name": "logstore_replace"}),
+             ("adapter.drop_relation", {"relation": STAGING}), ("adapter.logstore_mirror", {}))
+
+
+@pytest.mark.parametrize("existing", [{"orders": "table"}, {"orders": "iceberg"}, {"orders": "view"}])
+def test_a_table_is_swapped_when_there_is_no_table_of_the_models_format_to_replace(existing):
+    # a parquet table (or a view) that becomes a Delta one: Delta replaces only its own
+    h = Harness("table", existing=existing, file_format="delta", **kafka())
+    h.materialize()
+    assert h.all("statement", name="logstore_replace") == []
+    h.one("adapter.rename_relation", from_relation=STAGING, to_relation=TARGET)
 
 
 def test_logged_table_of_logstore_changes_keeps_the_upserts():

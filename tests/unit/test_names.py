@@ -104,6 +104,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
         "logstore.snapshot.id": "SNAPSHOT_ID",
         "logstore.snapshot.offsets": "SNAPSHOT_OFFSETS",
         "logstore.snapshot.attempt": "SNAPSHOT_ATTEMPT",
+        "logstore.snapshot.table-version": "SNAPSHOT_TABLE_VERSION",
         "logstore.sources": "SOURCES",
         "logstore.sources.intent": "SOURCES_INTENT",
         "logstore.lock.invocation": "LOCK_INVOCATION",

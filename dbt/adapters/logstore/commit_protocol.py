@@ -42,13 +42,14 @@ from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_sys
 from dbt.adapters.logstore.names import (
     CHANGE_COLUMNS, CHANGESET_ID, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE,
     H_TOMBSTONE, H_WRITER, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, MIRRORED, SNAPSHOT_ATTEMPT,
-    SNAPSHOT_ID, SNAPSHOT_OFFSETS, SOURCES, TOMBSTONE_AFTER_DELETE, TOPIC_PARTITIONS,
+    SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_TABLE_VERSION, SOURCES, TOMBSTONE_AFTER_DELETE, TOPIC_PARTITIONS,
     task_writer_id, task_writer_name,
 )
 
 # What a rebuilt table takes over from the table it replaces.
 # How far a downstream table has read its upstream logs (see source_changes.py) is carried too.
-CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, MIRRORED, TOPIC_PARTITIONS, SOURCES)
+CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, SNAPSHOT_TABLE_VERSION, MIRRORED,
+           TOPIC_PARTITIONS, SOURCES)
 
 PROGRESS_EVERY = 100_000
 
@@ -138,13 +139,16 @@ class Snapshot:
     written: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # [first, next) this commit
     transactions: int = 1  # Kafka transactions the attempt's records took
     longest_transaction_s: float = 0.0  # of this attempt's, as its writers timed them
+    # the table format's version holding the snapshot's rows (table_formats.committed_version)
+    table_version: Optional[str] = None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "Snapshot":
         offsets = json.loads(props.get(SNAPSHOT_OFFSETS) or "{}")
         return cls(id=int(props.get(SNAPSHOT_ID) or 0),
                    end_offsets={int(p): int(o) for p, o in offsets.items()},
-                   attempt=props.get(SNAPSHOT_ATTEMPT) or None)
+                   attempt=props.get(SNAPSHOT_ATTEMPT) or None,
+                   table_version=props.get(SNAPSHOT_TABLE_VERSION) or None)
 
     @classmethod
     def from_confirmation(cls, confirmation: Mapping[str, Any]) -> "Snapshot":
@@ -152,12 +156,13 @@ class Snapshot:
                    end_offsets={int(p): int(o) for p, o in confirmation["end_offsets"].items()},
                    attempt=confirmation["attempt"], records=int(confirmation["records"]),
                    written={int(p): (a, b + 1) for p, (a, b) in confirmation["offsets"].items()},
-                   transactions=int(confirmation.get("transactions", 1)))
+                   transactions=int(confirmation.get("transactions", 1)),
+                   table_version=confirmation.get("table_version"))
 
     def properties(self, changeset: str) -> Dict[str, str]:
         return {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
                 SNAPSHOT_OFFSETS: json.dumps({str(p): o for p, o in sorted(self.end_offsets.items())}),
-                SNAPSHOT_ATTEMPT: self.attempt or ""}
+                SNAPSHOT_ATTEMPT: self.attempt or "", SNAPSHOT_TABLE_VERSION: self.table_version or ""}
 
 
 @dataclass(frozen=True)
@@ -171,10 +176,13 @@ class Attempt:
     changeset: str
     attempt: str
     ts_ms: int
+    table_version: Optional[str] = None  # the format's version the table commit made
 
     @classmethod
-    def new(cls, log: LogConfig, table: TableRef, previous: Snapshot, changeset: str) -> "Attempt":
-        return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, int(time.time() * 1000))
+    def new(cls, log: LogConfig, table: TableRef, previous: Snapshot, changeset: str,
+            table_version: Optional[str] = None) -> "Attempt":
+        return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, int(time.time() * 1000),
+                   table_version)
 
     def encoder(self) -> RecordEncoder:
         return RecordEncoder(
@@ -261,7 +269,8 @@ def _confirmation(attempt: Attempt, previous: Snapshot, into: Dict[str, Any],
         if writers is not None:
             result = _all_of(str(attempt.log.topic), writers.values())
         key, value = confirmation_record(attempt.log, attempt.table, attempt.snapshot_id,
-                                         attempt.changeset, attempt.attempt, previous, result, writers)
+                                         attempt.changeset, attempt.attempt, previous, result, writers,
+                                         attempt.table_version)
         into.update(parse_control_record(value))
         return key, value
     return confirm
@@ -285,11 +294,12 @@ def write_change_set(
     previous: Snapshot,
     changeset: str,
     progress: Callable[[int], None] = lambda n: None,
+    table_version: Optional[str] = None,
 ) -> Snapshot:
     """Stream one commit's records (`records` of the attempt: its records_sql, read) into the
     log as snapshot `previous.id + 1`, confirmed by a control record; all or nothing for
     transactional logs. Each call is a new attempt."""
-    attempt = Attempt.new(log, table, previous, changeset)
+    attempt = Attempt.new(log, table, previous, changeset, table_version)
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}
     result = _written(writer, lambda: attempt.send_batches(writer, records(attempt), progress=progress),
@@ -316,13 +326,14 @@ def write_change_set_parallel(
     run_tasks: Callable[[Attempt], Iterable[Tuple[str, WriteResult]]],
     previous: Snapshot,
     changeset: str,
+    table_version: Optional[str] = None,
 ) -> Snapshot:
     """A change set written by parallel writers (Spark tasks, `run_tasks`), each committing its
     share with its own producer; the driver then writes the one confirmation, listing every
     writer's offsets, in the table's own transaction. Consumers that deliver confirmed records
     only (docs/log-format.md) get each change once; the tasks' transactions commit separately,
     so a plain read_committed consumer may see the records of a task that was retried."""
-    attempt = Attempt.new(log, table, previous, changeset)
+    attempt = Attempt.new(log, table, previous, changeset, table_version)
     # The table's writer first: it fences a dead driver of an earlier run of this table.
     coordinator = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}
@@ -352,6 +363,17 @@ def logged_snapshot(props: Mapping[str, str], model: str) -> int:
             f"'{model}' holds change set {props.get(COMMITTED)}, which is not in its log yet; run "
             f"it, or dbt run-operation logstore_recover --args '{{model: {model}}}', first.")
     return int(props.get(SNAPSHOT_ID) or 0)
+
+
+def readable_snapshot(props: Mapping[str, str], model: str) -> Tuple[int, Optional[str]]:
+    """The snapshot a hybrid read starts from and the table format's version holding its rows
+    (None for a plain table, read as it is). A table with versions (Iceberg, Delta) is read as
+    of the newest logged snapshot's version, so the read is exact even while a newer commit is
+    on its way to the log; a plain table only when its rows are what its log holds."""
+    version = props.get(SNAPSHOT_TABLE_VERSION) or None
+    if version is None:
+        return logged_snapshot(props, model), None
+    return int(props.get(SNAPSHOT_ID) or 0), version
 
 
 def parse_properties(rows: Iterable[Any]) -> dict:

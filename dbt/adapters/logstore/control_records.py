@@ -30,9 +30,12 @@ class _Snapshot(Protocol):
 
 def confirmation_record(log: LogConfig, table: _Table, snapshot_id: int, changeset: str,
                         attempt: str, previous: _Snapshot, result: WriteResult,
-                        writers: Optional[Mapping[str, WriteResult]] = None) -> Tuple[bytes, bytes]:
+                        writers: Optional[Mapping[str, WriteResult]] = None,
+                        table_version: Optional[str] = None) -> Tuple[bytes, bytes]:
     """The control-topic record confirming one committed write attempt (see docs/log-format.md).
-    `writers`: for a parallel attempt, what each writer (Spark task attempt) wrote."""
+    `writers`: for a parallel attempt, what each writer (Spark task attempt) wrote.
+    `table_version`: the table format's version (Iceberg snapshot id, Delta version) the
+    table commit of the snapshot made, for a table format that has one."""
     end_offsets = dict(previous.end_offsets)
     end_offsets.update({p: nxt for p, (_, nxt) in result.offsets.items()})
     value: Dict[str, Any] = {
@@ -45,6 +48,8 @@ def confirmation_record(log: LogConfig, table: _Table, snapshot_id: int, changes
     }
     if writers is not None:
         value["writers"] = {name: _ranges(w) for name, w in sorted(writers.items())}
+    if table_version is not None:
+        value["table_version"] = table_version
     return table.writer_id.encode(), json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -71,6 +76,7 @@ class Confirmation:
     records: int = 0
     # a parallel attempt: per writer (its H_WRITER header), its own ranges
     writers: Optional[Dict[str, Dict[int, Tuple[int, int]]]] = None
+    table_version: Optional[str] = None  # the table format's version of the snapshot's rows
 
     @classmethod
     def from_json(cls, value: Dict[str, Any]) -> "Confirmation":
@@ -80,7 +86,8 @@ class Confirmation:
                    end_offsets={int(p): int(o) for p, o in value.get("end_offsets", {}).items()},
                    ts_ms=int(value.get("ts_ms", 0)), records=int(value.get("records", 0)),
                    writers=None if writers is None else {
-                       w: {int(p): (a, b) for p, (a, b) in r.items()} for w, r in writers.items()})
+                       w: {int(p): (a, b) for p, (a, b) in r.items()} for w, r in writers.items()},
+                   table_version=value.get("table_version"))
 
     @classmethod
     def from_record(cls, value: bytes) -> "Confirmation":

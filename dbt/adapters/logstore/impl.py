@@ -22,7 +22,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
     change_checks, changes, commit_protocol, faults, leftovers, mirror, names, row_source, run_lock,
-    run_modes, source_changes, source_landing, table_commit,
+    run_modes, source_changes, source_landing, table_commit, table_formats,
 )
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
@@ -180,7 +180,7 @@ class LogstoreAdapter(SparkAdapter):
         for raw in self._run_state().landed:  # landed upstream changes: read and done
             kind, _, name = raw.rpartition(" ")
             try:
-                self.execute(f"drop {kind or 'table'} if exists {name}")
+                self.execute(leftovers.drop_sql(name, kind or "table"))
             except Exception as exc:
                 logger.warning(f"could not drop {raw}: {exc}")
         self.logstore_release_lock()
@@ -327,6 +327,7 @@ class LogstoreAdapter(SparkAdapter):
         """Table properties recording the snapshot a mirror wrote (or adopted)."""
         snapshot = commit_protocol.Snapshot(
             id=int(response.log_snapshot or 0), attempt=response.log_attempt,
+            table_version=response.log_table_version,
             end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()})
         return snapshot.properties(changeset)
 
@@ -340,6 +341,19 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any:
         """A committed staged table a failed run was renaming in (table_commit)."""
         return table_commit.interrupted_swap(self._catalog(), changes_relation, target_relation)
+
+    @available
+    def logstore_drop_sql(self, relation: Any) -> str:
+        """dbt-spark's drop, and for the adapter's own tables a purge (leftovers.drop_sql)."""
+        kind = str(relation.type or "table")
+        if names.RELATION_MARK in str(relation.identifier) and kind == "table":
+            return leftovers.drop_sql(relation)
+        return f"drop {kind} if exists {relation}"
+
+    @available.parse_none
+    def logstore_replaces_in_place(self, file_format: Optional[str], old_relation: Any) -> bool:
+        """Whether a rebuild is one atomic `create or replace` (table_formats)."""
+        return table_formats.replaces_in_place(file_format, old_relation)
 
     @available.parse_none
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,

@@ -66,13 +66,21 @@ def removal_sql(gc_relation: str, location: str) -> List[str]:
     and the directory with it."""
     create = f"create table {gc_relation} (removed int) using parquet"
     return [
-        f"drop table if exists {gc_relation}",
+        drop_sql(gc_relation),
         create,
         f"alter table {gc_relation} set location {sql_string(location)}",
-        f"drop table {gc_relation}",  # deletes `location`
+        drop_sql(gc_relation),  # deletes `location`
         create,  # at its own (empty) directory again, so that its drop removes that too
-        f"drop table {gc_relation}",
+        drop_sql(gc_relation),
     ]
+
+
+def drop_sql(relation: Any, kind: str = "table") -> str:
+    """Drop one of the adapter's own relations, and a table's files with it. PURGE, because
+    Iceberg's session catalog (SparkSessionCatalog) drops a table that is not Iceberg's from
+    the metastore only and leaves its directory, whose next CREATE Spark then refuses
+    (LOCATION_ALREADY_EXISTS); a purge it hands to Spark's own catalog, which deletes it."""
+    return f"drop {kind} if exists {relation}" + (" purge" if kind == "table" else "")
 
 
 def create_or_clear(catalog: Catalog, relation: Any, sql: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import commit_protocol, parallel_mirror
+from dbt.adapters.logstore import commit_protocol, parallel_mirror, table_formats
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import get_log_system
@@ -26,6 +26,7 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_snapshot: Optional[int] = None
     log_end_offsets: Optional[Dict[str, int]] = None
     log_attempt: Optional[str] = None
+    log_table_version: Optional[str] = None  # the table format's version of these rows
     log_seconds: Optional[float] = None  # from the table commit to the log commit
     log_transactions: Optional[int] = None  # Kafka transactions the records took
     log_longest_transaction_s: Optional[float] = None  # the longest of them, begin to commit
@@ -48,6 +49,7 @@ def response(log: LogConfig, snapshot: commit_protocol.Snapshot, rows_affected: 
         log_snapshot=snapshot.id,
         log_end_offsets={str(p): o for p, o in sorted(snapshot.end_offsets.items())},
         log_attempt=snapshot.attempt,
+        log_table_version=snapshot.table_version,
         log_seconds=round(seconds, 3),
         log_transactions=snapshot.transactions,
         log_longest_transaction_s=round(snapshot.longest_transaction_s, 3),
@@ -60,7 +62,8 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     """The snapshot the table's committed change set (`changes_relation`) is in the log as.
     `handle` is the model thread's dbt-spark connection handle (the rows' way out of Spark)."""
     table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
-    previous = commit_protocol.Snapshot.from_properties(catalog.properties(target_relation))
+    props = catalog.properties(target_relation)
+    previous = commit_protocol.Snapshot.from_properties(props)
     if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
         previous = commit_protocol.Snapshot(id=previous.id)
     confirmed = (get_log_system(log.system).find_confirmation(log, table.writer_id, changeset)
@@ -69,6 +72,7 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
         logger.info(f"{log.model}: change set {changeset} was already confirmed as snapshot "
                     f"{confirmed['snapshot']}; not writing it again")
         return commit_protocol.Snapshot.from_confirmation(confirmed)
+    version = table_formats.committed_version(catalog, target_relation, props)
     spark = active_spark(handle) if log.parallelism > 1 else None
     if log.parallelism > 1 and spark is None:
         logger.info(f"{log.model}: 'log.mirror.parallelism' needs method: session; "
@@ -77,12 +81,13 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
         if spark is not None:
             return commit_protocol.write_change_set_parallel(
                 log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
-                previous, changeset)
+                previous, changeset, version)
         return commit_protocol.write_change_set(
             log, table,
             lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
             previous, changeset,
             progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
+            table_version=version,
         )
     except DbtRuntimeError as exc:
         raise DbtRuntimeError(

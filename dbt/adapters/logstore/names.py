@@ -72,6 +72,9 @@ INTENT_ROWS_AFTER = "logstore.intent.rows_after"
 SNAPSHOT_ID = "logstore.snapshot.id"
 SNAPSHOT_OFFSETS = "logstore.snapshot.offsets"
 SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"
+# The table format's own version (Iceberg snapshot id, Delta version) that holds the rows of
+# snapshot SNAPSHOT_ID: a hybrid read reads the table AS OF it (table_formats.py).
+SNAPSHOT_TABLE_VERSION = "logstore.snapshot.table-version"
 # How far a downstream table has read its upstream logs (source_changes; impl writes them).
 SOURCES = "logstore.sources"
 SOURCES_INTENT = "logstore.sources.intent"

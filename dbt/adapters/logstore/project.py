@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from dbt.adapters.logstore import commit_protocol
+from dbt.adapters.logstore import commit_protocol, table_formats
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
 from dbt.adapters.logstore.encoding import decode_json
@@ -140,7 +140,7 @@ class DbtProject:
         if props is None:
             raise ReaderError(f"Model '{model.name}': table {model.relation} does not exist yet.")
         try:
-            snapshot = commit_protocol.logged_snapshot(props, model.name)
+            snapshot, version = commit_protocol.readable_snapshot(props, model.name)
         except commit_protocol.UnloggedCommit as exc:
             raise ReaderError(f"Model {exc}") from None
         names, types = self.table_columns(model)
@@ -148,12 +148,15 @@ class DbtProject:
         type_of = dict(zip(names, types))
         key = (images.object_sql(model.log.unique_key, types=[type_of.get(k, "") for k in model.log.unique_key])
                if model.log.keyed else "cast(null as string)")
-        sql = f"select {key}, {images.object_sql(names, types=types)} from {model.relation}"
+        sql = (f"select {key}, {images.object_sql(names, types=types)} "
+               f"from {table_formats.as_of(model.relation, version)}")
         handle = self.adapter.connections.get_thread_connection().handle
 
         def rows() -> Iterator[Tuple[Any, Dict[str, Any]]]:
             for key_json, row_json in iter_query_rows(handle, sql):
                 yield decode_json(key_json.encode()) if key_json else None, decode_json(row_json.encode())
+            if version is not None:
+                return  # read as of the snapshot's own table version
             after = self.table_properties(model.relation) or {}
             if int(after.get(commit_protocol.SNAPSHOT_ID) or 0) != snapshot:
                 raise ReaderError(f"Model '{model.name}': the table changed while it was read "

@@ -178,7 +178,7 @@ def take(catalog: Catalog, model: str, lock: str, owner: LockOwner) -> None:
                 raise DbtRuntimeError(locked_message(model, lock, held)) from None
             why = "whose lease expired" if held.expired() else "which ended without releasing it"
             logger.info(f"{model}: taking over the lock of {held.describe()}, {why}")
-            catalog.run(f"drop table if exists {lock}")
+            catalog.run(leftovers.drop_sql(lock))
     raise DbtRuntimeError(f"Model '{model}': could not create its run lock {lock}: {error}")
 
 
@@ -206,7 +206,7 @@ def release(catalog: Catalog, lock: str, owner: Optional[LockOwner]) -> None:
     if held is not None and owner is not None and held.token and held.token != owner.token:
         return  # another run's lock now
     try:
-        catalog.run(f"drop table if exists {lock}")
+        catalog.run(leftovers.drop_sql(lock))
     except Exception as exc:  # the run's own error (if any) matters more
         logger.warning(f"could not release the run lock {lock}: {exc}; the next run on "
                        f"this host takes it over")
@@ -215,5 +215,5 @@ def release(catalog: Catalog, lock: str, owner: Optional[LockOwner]) -> None:
 def unlock(catalog: Catalog, lock: str) -> str:
     """Remove a model's run lock whoever holds it, naming its owner."""
     held = owner_of(catalog, lock)
-    catalog.run(f"drop table if exists {lock}")
+    catalog.run(leftovers.drop_sql(lock))
     return f"removed the lock of {held.describe()}" if held else "no lock was held"

@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import commit_protocol, leftovers, names, source_changes
+from dbt.adapters.logstore import commit_protocol, leftovers, names, source_changes, table_formats
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.kafka_config import consumer_config
 from dbt.adapters.logstore.log_config import LogConfig
@@ -72,7 +72,7 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     upstream_props = catalog.properties(upstream_relation)
     upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
     try:
-        upstream_snapshot = commit_protocol.logged_snapshot(upstream_props, upstream_log.model)
+        upstream_snapshot, version = commit_protocol.readable_snapshot(upstream_props, upstream_log.model)
         plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
                                              reader.confirmations(), sources.get(upstream_id),
                                              upstream_snapshot)
@@ -82,10 +82,10 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     names_only = [name for name, _ in columns]
     if plan.hybrid:
         catalog.run(source_changes.hybrid_rows_sql(
-            str(raw), str(upstream_relation), names_only, upstream_log.unique_key,
-            plan.to_snapshot, upstream_log.images))
+            str(raw), table_formats.as_of(upstream_relation, version), names_only,
+            upstream_log.unique_key, plan.to_snapshot, upstream_log.images))
         now = catalog.properties(upstream_relation).get(names.SNAPSHOT_ID)
-        if int(now or 0) != plan.to_snapshot:
+        if version is None and int(now or 0) != plan.to_snapshot:  # read as of it otherwise
             raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
                                   f"committed while it was read; run again.")
     elif plan.ranges:
@@ -104,7 +104,7 @@ def _raw_table(catalog: Catalog, this_relation: Any, upstream_relation: Any,
     """The empty landing table of the upstream's raw records."""
     raw_name = f"{this_relation.identifier}{names.SOURCE_RAW_INFIX}{upstream_relation.identifier}"
     raw = this_relation.incorporate(path={"identifier": raw_name}, type="table")
-    catalog.run(f"drop table if exists {raw}")
+    catalog.run(leftovers.drop_sql(raw))
     leftovers.create_or_clear(catalog, raw, source_changes.raw_table_ddl(str(raw)))
     drop_after.append(str(raw))
     return raw

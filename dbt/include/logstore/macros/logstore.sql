@@ -15,13 +15,18 @@
 {%- endmacro %}
 
 
+{% macro logstore_tblproperties_list(properties) -%}
+  (
+    {%- for key, value in properties.items() %}
+    '{{ key }}' = '{{ value | replace("\\", "\\\\") | replace("'", "\\'") }}'{{ "," if not loop.last }}
+    {%- endfor %}
+  )
+{%- endmacro %}
+
+
 {% macro logstore_set_tblproperties(relation, properties) -%}
   {%- call statement('logstore_tblproperties') -%}
-    alter table {{ relation }} set tblproperties (
-      {%- for key, value in properties.items() %}
-      '{{ key }}' = '{{ value | replace("\\", "\\\\") | replace("'", "\\'") }}'{{ "," if not loop.last }}
-      {%- endfor %}
-    )
+    alter table {{ relation }} set tblproperties {{ logstore_tblproperties_list(properties) }}
   {%- endcall -%}
 {%- endmacro %}
 
@@ -105,6 +110,14 @@
 {%- endmacro %}
 
 
+{#-- dbt-spark's drop; the adapter's own tables are purged (leftovers.drop_sql, why). --#}
+{% macro logstore__drop_relation(relation) -%}
+  {% call statement('drop_relation', auto_begin=False) -%}
+    {{ adapter.logstore_drop_sql(relation) }}
+  {%- endcall %}
+{% endmacro %}
+
+
 {#-- Every relation of the adapter's own is created through adapter.logstore_create, which
      clears what a run killed in the middle of creating it left behind (leftovers.py). --#}
 {% macro logstore_create_table_as(relation, sql) -%}
@@ -112,8 +125,18 @@
 {%- endmacro %}
 
 
-{% macro logstore_stage(staging_relation, compiled_code) -%}
-  {%- do logstore_create_table_as(staging_relation, compiled_code) -%}
+{#-- plain: a parquet table of the adapter's own (the rows an Iceberg or Delta table is replaced
+     with), else a table as the model's config makes it (it may be swapped in). --#}
+{% macro logstore_stage(staging_relation, compiled_code, plain=false) -%}
+  {%- if plain -%}
+    {%- set create_plain -%}
+      create table {{ staging_relation }} using parquet {{ adapter.logstore_readable_table_options() }}
+      as {{ compiled_code }}
+    {%- endset -%}
+    {%- do adapter.logstore_create(staging_relation, create_plain) -%}
+  {%- else -%}
+    {%- do logstore_create_table_as(staging_relation, compiled_code) -%}
+  {%- endif -%}
 {%- endmacro %}
 
 
@@ -149,15 +172,25 @@
 {%- endmacro %}
 
 
-{#-- The commit by swap: the staged table, tagged with the change set, takes the model's name
-     (so tag and rows commit together), then the change set goes to the log. --#}
+{#-- The commit of a rebuilt table, its rows and the change-set tag together, then the change set
+     goes to the log. On Iceberg and Delta one `create or replace table` commits both and keeps
+     the table's history (table_formats.py); otherwise the staged table, tagged, takes the
+     model's name (a swap). --#}
 {% macro logstore_swap_in(log_config, staged_relation, target_relation, old_relation, changes_relation, partitions, rows_affected) -%}
-  {%- do logstore_set_tblproperties(staged_relation, adapter.logstore_properties(log_config, logstore_changeset_id(), partitions, old_relation)) -%}
-  {%- if old_relation is not none -%}
-    {%- do adapter.drop_relation(old_relation) -%}
-    {%- do adapter.logstore_crash_point('mid_swap') -%}
+  {%- set properties = adapter.logstore_properties(log_config, logstore_changeset_id(), partitions, old_relation) -%}
+  {%- if adapter.logstore_replaces_in_place(config.get('file_format'), old_relation) -%}
+    {%- call statement('logstore_replace') -%}
+      {{ logstore_replace_table_as(target_relation, staged_relation, properties) }}
+    {%- endcall -%}
+    {%- do adapter.drop_relation(staged_relation) -%}
+  {%- else -%}
+    {%- do logstore_set_tblproperties(staged_relation, properties) -%}
+    {%- if old_relation is not none -%}
+      {%- do adapter.drop_relation(old_relation) -%}
+      {%- do adapter.logstore_crash_point('mid_swap') -%}
+    {%- endif -%}
+    {%- do adapter.rename_relation(staged_relation, target_relation) -%}
   {%- endif -%}
-  {%- do adapter.rename_relation(staged_relation, target_relation) -%}
   {%- set response = logstore_finish(log_config, target_relation, changes_relation, logstore_changeset_id(), rows_affected) -%}
   {%- do store_result('main', response=response) -%}
 {%- endmacro %}
@@ -168,7 +201,8 @@
 {% macro logstore_replace_table(log_config, target_relation, old_relation, compiled_code, partitions) -%}
   {%- set staging = logstore_relation(target_relation, 'new') -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
-  {%- do logstore_stage(staging, compiled_code) -%}
+  {%- do logstore_stage(staging, compiled_code,
+                        plain=adapter.logstore_replaces_in_place(config.get('file_format'), old_relation)) -%}
   {%- if adapter.logstore_has_op_column(staging) -%}
     {#-- rows from logstore_changes(): deletes drop out, its op and snapshot columns are not kept --#}
     {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
@@ -180,4 +214,22 @@
   {%- do logstore_build_changes(log_config, changes, staging, prior, unique_check=true) -%}
   {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions,
                           adapter.logstore_row_count(staging)) -%}
+{%- endmacro %}
+
+
+{#-- dbt-spark's create_table_as for Iceberg and Delta, with the commit's properties next to the
+     model's own `tblproperties`, so that the rows and their tag are one commit. --#}
+{% macro logstore_replace_table_as(target_relation, staged_relation, properties) -%}
+  {%- set all_properties = {} -%}
+  {%- do all_properties.update(config.get('tblproperties') or {}) -%}
+  {%- do all_properties.update(properties) -%}
+  create or replace table {{ target_relation }}
+  {{ file_format_clause() }}
+  {{ options_clause() }}
+  tblproperties {{ logstore_tblproperties_list(all_properties) }}
+  {{ partition_cols(label="partitioned by") }}
+  {{ clustered_cols(label="clustered by") }}
+  {{ location_clause() }}
+  {{ comment_clause() }}
+  as select * from {{ staged_relation }}
 {%- endmacro %}
