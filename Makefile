@@ -65,10 +65,13 @@ test-cluster: $(STAMP)
 
 # Random kills (tests/functional/test_faults_random.py) for as long as you like:
 # make soak ROUNDS=50 [SEED=N]; the rounds are written to soak-report.txt as they pass.
+# SOAK_TESTS=tests/functional/test_faults_random_formats.py: the same on Iceberg and on Delta.
 ROUNDS ?= 50
+SOAK_TESTS ?= tests/functional/test_faults_random.py
 soak: $(STAMP) $(JARS_STAMP)
+	rm -f soak-report.txt
 	LOGSTORE_KILL_ROUNDS=$(ROUNDS) LOGSTORE_KILL_SEED=$(SEED) LOGSTORE_KILL_REPORT=$(CURDIR)/soak-report.txt \
-		$(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests/functional/test_faults_random.py -p no:cacheprovider -q -s
+		$(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest $(SOAK_TESTS) -p no:cacheprovider -q -s
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q

@@ -95,6 +95,8 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # so that none of them starts last while the other workers sit idle.
 LONGEST_FIRST = (  # seconds of a worker on four workers, 2026-11-24 (new modules: alone, loaded)
     "test_schema_changes",  # ~420 s
+    "test_faults_random_formats",  # ~340 s alone (Iceberg and Delta, a round each)
+    "test_table_formats",  # ~300 s alone
     "test_faults_random",  # ~330 s (a seed and microbatch added since)
     "test_faults_concurrency",  # ~360 s
     "test_options",  # ~330 s

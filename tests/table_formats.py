@@ -17,10 +17,13 @@ SESSION_SETTINGS: Dict[str, Dict[str, str]] = {
         "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
         "spark.sql.catalog.spark_catalog.type": "hive",
         # The tests' metastore is Spark's embedded Derby one: it has neither the lock tables
-        # Iceberg's Hive commits take a lock in, nor BoneCP for Iceberg's own metastore client.
-        # (One dbt run at a time per model is the adapter's own lock, run_lock.py.)
+        # Iceberg's Hive commits take a lock in, nor BoneCP for Iceberg's own metastore client,
+        # nor the schema version Hive's client checks unless told not to, as Spark's own does.
+        # (One dbt run at a time per model is the adapter's own lock, run_lock.py.) With a
+        # metastore service, `spark.sql.catalog.spark_catalog.uri` names it instead.
         "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
         "spark.hadoop.datanucleus.connectionPoolingType": "None",
+        "spark.hadoop.hive.metastore.schema.verification": "false",
     },
     "delta": {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

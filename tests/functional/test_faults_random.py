@@ -28,8 +28,9 @@ from typing import Dict, List
 
 import pytest
 
-from tests.functional.contract import canonical, replay_confirmed, spark, wait_for_confirmations
+from tests.functional.contract import canonical, read_table_files, replay_confirmed, wait_for_confirmations
 from tests.functional.fault_project import write_project
+from tests.table_formats import SESSION_SETTINGS
 
 pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
 
@@ -133,8 +134,9 @@ def _first_statement_after(root: Path) -> float:
 
 
 class RandomKills:
-    def __init__(self, root: Path, schema: str, bootstrap: str, seed: int):
+    def __init__(self, root: Path, schema: str, bootstrap: str, seed: int, table_format: str = "parquet"):
         self.root, self.schema, self.bootstrap = root, schema, bootstrap
+        self.table_format = table_format
         self.suffix = uuid.uuid4().hex[:8]
         self.random = random.Random(seed)
         self.seed = seed
@@ -172,7 +174,7 @@ class RandomKills:
             return None
 
     def rows(self, model: str):
-        df = spark().read.parquet(str(self.warehouse / model))
+        df = read_table_files(self.warehouse / model, self.table_format)
         types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         return types, Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
 
@@ -184,7 +186,7 @@ class RandomKills:
         status = {s["model"]: s for s in _status(self.root, self.variables)} if read_tables else {}
         for model in LOGGED:
             topic = self.topic(model)
-            where = f"{context}, model {model} (seed {self.seed})"
+            where = f"{context}, model {model} on {self.table_format} (seed {self.seed})"
             # a microbatch model's result carries no adapter response (dbt's, per model, not
             # per batch): its snapshot is checked from its table's properties, with read_tables
             snapshot = recorded[model].get("log_snapshot")
@@ -212,8 +214,8 @@ class RandomKills:
 
 
 def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int,
-                report_file: Path = None) -> List[str]:
-    kills = RandomKills(root, schema, bootstrap, seed)
+                report_file: Path = None, table_format: str = "parquet") -> List[str]:
+    kills = RandomKills(root, schema, bootstrap, seed, table_format)
     started = time.monotonic()
     first = kills.run()
     assert first.returncode == 0, f"first run (seed {seed}):\n{first.stdout[-3000:]}"
@@ -244,15 +246,30 @@ def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int,
     return kills.report
 
 
-def test_random_kills(tmp_path, kafka_bootstrap_servers):
+def run_kill_test(root: Path, bootstrap: str, table_format: str = "parquet") -> None:
+    """The rounds the environment asks for, on tables of `table_format` (with its session
+    settings, tests/table_formats.py), reported to LOGSTORE_KILL_REPORT if set."""
     rounds = int(os.environ.get("LOGSTORE_KILL_ROUNDS", "1"))  # make test: one; make soak: many
     seed = int(os.environ.get("LOGSTORE_KILL_SEED") or random.SystemRandom().randrange(1 << 30))
-    print(f"random kills: seed {seed}, {rounds} rounds (LOGSTORE_KILL_SEED={seed} replays them)")
+    print(f"random kills on {table_format}: seed {seed}, {rounds} rounds "
+          f"(LOGSTORE_KILL_SEED={seed} replays them)")
     schema = f"kills_{uuid.uuid4().hex[:8]}"
-    write_project(tmp_path, schema, kafka_bootstrap_servers, None, models=MODELS, project=PROJECT)
+    profile, project = None, PROJECT
+    if table_format != "parquet":
+        profile = {"server_side_parameters": {"spark.sql.shuffle.partitions": "2",
+                                              "spark.sql.session.timeZone": "UTC",
+                                              **SESSION_SETTINGS[table_format]}}
+        project = {"models": {"+file_format": table_format},
+                   "seeds": {"faults": {**PROJECT["seeds"]["faults"], "+file_format": table_format}}}
+    write_project(root, schema, bootstrap, None, models=MODELS, profile=profile, project=project)
     out = os.environ.get("LOGSTORE_KILL_REPORT")
     if out:
-        Path(out).write_text(f"seed {seed}, {rounds} rounds\n")
-    report = kill_rounds(tmp_path, schema, kafka_bootstrap_servers, rounds, seed,
-                         Path(out) if out else None)
+        with open(out, "a") as report_file:
+            report_file.write(f"{table_format}: seed {seed}, {rounds} rounds\n")
+    report = kill_rounds(root, schema, bootstrap, rounds, seed, Path(out) if out else None,
+                         table_format)
     print("\n".join(report))
+
+
+def test_random_kills(tmp_path, kafka_bootstrap_servers):
+    run_kill_test(tmp_path, kafka_bootstrap_servers)

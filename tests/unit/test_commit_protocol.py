@@ -64,6 +64,41 @@ def test_not_committed_drops(table_props):
     assert recovery_action({CHANGESET_ID: "run-2"}, table_props) == "drop"
 
 
+def _intent_with_state(before, after, state):
+    from dbt.adapters.logstore.names import INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, INTENT_TABLE_STATE
+
+    return {INTENT: "run-2", COMMITTED: "run-1", MIRRORED: "run-1", INTENT_ROWS_BEFORE: str(before),
+            INTENT_ROWS_AFTER: str(after), INTENT_TABLE_STATE: state}
+
+
+@pytest.mark.parametrize("state_after,row_count,action", [
+    ("files:a", 9, "drop"),  # the table's files as before: the overwrite never took effect
+    ("files:b", 9, "mirror"),  # new files and the intended count: it did
+    ("files:b", 6, None),  # new files, another count (a partial job commit): undecidable
+])
+def test_an_overwrite_that_keeps_the_row_count_is_judged_by_the_tables_files(state_after, row_count, action):
+    # a microbatch batch re-processed: 9 rows before, 9 after (the soak's round 23)
+    props = _intent_with_state(9, 9, "files:a")
+    if action is None:
+        with pytest.raises(_RuntimeError, match="cannot be told"):
+            recovery_action({CHANGESET_ID: "run-2"}, props, row_count, state_after)
+    else:
+        assert recovery_action({CHANGESET_ID: "run-2"}, props, row_count, state_after) == action
+
+
+def test_a_versioned_tables_commit_is_judged_by_its_version():
+    # Iceberg and Delta commit atomically: another version is the commit, whatever the count
+    props = _intent_with_state(5, 8, "version:41")
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, 5, "version:41") == "drop"
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, 8, "version:42") == "mirror"
+
+
+def test_without_a_state_the_row_counts_judge_as_before():
+    props = _intent_with_state(5, 8, "files:a")
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, 8) == "mirror"
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, 5) == "drop"
+
+
 def test_property_names():
     assert TOPIC_PARTITIONS == "logstore.topic.partitions"
     assert CHANGESET_ID == "logstore.changeset.id"

@@ -326,7 +326,9 @@ class FakeAdapter:
         return ""
 
     def logstore_replaces_in_place(self, file_format, old_relation):
-        return LogstoreAdapter.logstore_replaces_in_place(self, file_format, old_relation)
+        from dbt.adapters.logstore.table_formats import replaces_in_place
+
+        return replaces_in_place(file_format, old_relation)  # the fake's relations say their format
 
     @recorded
     def logstore_intent_properties(self, new_relation, old_relation, new_rows, replaced_by=None,

@@ -101,6 +101,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
         "logstore.changeset.intent": "INTENT",
         "logstore.intent.rows_before": "INTENT_ROWS_BEFORE",
         "logstore.intent.rows_after": "INTENT_ROWS_AFTER",
+        "logstore.intent.table_state": "INTENT_TABLE_STATE",
         "logstore.snapshot.id": "SNAPSHOT_ID",
         "logstore.snapshot.offsets": "SNAPSHOT_OFFSETS",
         "logstore.snapshot.attempt": "SNAPSHOT_ATTEMPT",

@@ -59,3 +59,12 @@ def test_the_version_a_commit_made():
 def test_reading_as_of_a_version():
     assert as_of("analytics.orders", "12") == "analytics.orders version as of 12"
     assert as_of("analytics.orders", None) == "analytics.orders"
+
+
+def test_a_table_dbt_cached_from_its_create_is_known_by_its_properties():
+    cached = table()  # no listing information: dbt added it to its cache after a create
+    assert format_of(cached) is None
+    assert format_of(cached, FakeCatalog({"format": "iceberg/parquet"})) == "iceberg"
+    assert format_of(cached, FakeCatalog({"delta.minWriterVersion": "2"})) == "delta"
+    assert replaces_in_place("delta", cached, FakeCatalog({"delta.minWriterVersion": "2"}))
+    assert not replaces_in_place("delta", cached, FakeCatalog({"numFiles": "1"}))

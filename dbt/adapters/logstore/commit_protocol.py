@@ -41,7 +41,8 @@ from dbt.adapters.logstore.log_continuation import continues_log
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
 from dbt.adapters.logstore.names import (
     CHANGE_COLUMNS, CHANGESET_ID, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE,
-    H_TOMBSTONE, H_WRITER, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, MIRRORED, SNAPSHOT_ATTEMPT,
+    H_TOMBSTONE, H_WRITER, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, INTENT_TABLE_STATE,
+    MIRRORED, SNAPSHOT_ATTEMPT,
     SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_TABLE_VERSION, SOURCES, TOMBSTONE_AFTER_DELETE, TOPIC_PARTITIONS,
     task_writer_id, task_writer_name,
 )
@@ -70,12 +71,16 @@ class TableRef:
 
 
 def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, str],
-                    row_count: Optional[int] = None) -> str:
+                    row_count: Optional[int] = None, state: Optional[str] = None) -> str:
     """What to do with a change table a previous run left behind: 'mirror' or 'drop'.
 
-    An incremental commit (an insert or overwrite, then the tag) records its intent first:
-    the change set and the table's row count before and after. A run that died between the
-    statement and the tag is judged by the row count it left (`row_count`)."""
+    An incremental commit (an insert, overwrite or merge, then the tag) records its intent
+    first: the change set, the table's row count before and after, and the table's state before
+    (table_formats.table_state). A run that died between the statement and the tag is judged by
+    the state and row count it left (`state`, `row_count`): the same state as before, the
+    statement never took effect; another version of an Iceberg or Delta table, it did (one
+    atomic commit); other data files of a plain table, it did if the row count is the one
+    intended."""
     changeset = changes_props.get(CHANGESET_ID)
     if not changeset or table_props.get(MIRRORED) == changeset:
         return "drop"
@@ -84,9 +89,15 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     if table_props.get(INTENT) != changeset:
         return "drop"  # the run died before its table commit began
     before, after = int(table_props[INTENT_ROWS_BEFORE]), int(table_props[INTENT_ROWS_AFTER])
-    if row_count == after and after != before:
+    state_before = table_props.get(INTENT_TABLE_STATE)
+    if state_before and state is not None:
+        if state == state_before:
+            return "drop"
+        if state_before.startswith("version:") or row_count == after:
+            return "mirror"
+    elif row_count == after and after != before:
         return "mirror"
-    if row_count == before and after != before:
+    elif row_count == before and after != before:
         return "drop"
     raise DbtRuntimeError(
         f"A run died during the table commit of change set {changeset}: the table holds "

@@ -353,7 +353,7 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_replaces_in_place(self, file_format: Optional[str], old_relation: Any) -> bool:
         """Whether a rebuild is one atomic `create or replace` (table_formats)."""
-        return table_formats.replaces_in_place(file_format, old_relation)
+        return table_formats.replaces_in_place(file_format, old_relation, self._catalog())
 
     @available.parse_none
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,

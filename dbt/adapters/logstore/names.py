@@ -69,6 +69,9 @@ TOPIC_PARTITIONS = "logstore.topic.partitions"
 INTENT = "logstore.changeset.intent"
 INTENT_ROWS_BEFORE = "logstore.intent.rows_before"
 INTENT_ROWS_AFTER = "logstore.intent.rows_after"
+# What the table was before the commit (table_formats.table_state): its format version, or
+# a fingerprint of its data files; unchanged means the commit never took effect.
+INTENT_TABLE_STATE = "logstore.intent.table_state"
 SNAPSHOT_ID = "logstore.snapshot.id"
 SNAPSHOT_OFFSETS = "logstore.snapshot.offsets"
 SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"

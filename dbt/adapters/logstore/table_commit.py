@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
-from dbt.adapters.logstore import changes, commit_protocol, leftovers, names
+from dbt.adapters.logstore import changes, commit_protocol, leftovers, names, table_formats
 from dbt.adapters.logstore.catalog import Catalog
 from dbt.adapters.logstore.encoding import sql_string
 from dbt.adapters.logstore.log_config import LogConfig
@@ -19,15 +19,16 @@ def pending_changeset(catalog: Catalog, changes_relation: Any, target_relation: 
     whatever the failed run committed, so nothing needs judging."""
     changes_props = catalog.properties(changes_relation)
     table_props = catalog.properties(target_relation) if target_relation else {}
-    row_count = None
+    row_count = state = None
     if table_props.get(names.INTENT) == changes_props.get(names.CHANGESET_ID):
         # the run died in its table commit: what it had not committed must never surface
         leftovers.remove_uncommitted_output(catalog, target_relation)
         if not log_starts:
             row_count = catalog.row_count(target_relation)
+            state = table_formats.table_state(catalog, target_relation)
     if log_starts:
         return None
-    if commit_protocol.recovery_action(changes_props, table_props, row_count) == "mirror":
+    if commit_protocol.recovery_action(changes_props, table_props, row_count, state) == "mirror":
         return changes_props[names.CHANGESET_ID]
     return None
 
@@ -52,6 +53,9 @@ def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, ne
         replaced = before
     intent = {names.INTENT_ROWS_BEFORE: str(before),
               names.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
+    state = table_formats.table_state(catalog, old_relation)
+    if state is not None:
+        intent[names.INTENT_TABLE_STATE] = state
     if sources:
         intent[names.SOURCES_INTENT] = sources
     return intent

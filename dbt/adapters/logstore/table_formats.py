@@ -19,8 +19,10 @@ _DELTA_METADATA_ONLY = ("SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "ADD COLUMNS
 _DELTA_HISTORY_LOOKBACK = 20
 
 
-def format_of(relation: Any) -> Optional[str]:
-    """The versioned format of an existing table, as dbt-spark's relation lists it, else None."""
+def format_of(relation: Any, catalog: Optional[Catalog] = None) -> Optional[str]:
+    """The versioned format of an existing table, as dbt-spark's relation lists it or, when
+    the relation says nothing (one dbt cached from a create), as `catalog` reads its
+    properties; else None."""
     if relation is None:
         return None
     # Iceberg's session catalog lists its tables as Hive's (`Provider: hive`), with Iceberg's
@@ -30,10 +32,22 @@ def format_of(relation: Any) -> Optional[str]:
         return "iceberg"
     if getattr(relation, "is_delta", False):
         return "delta"
+    if catalog is not None and relation.is_table and not information:
+        return format_of_properties(catalog.properties(relation))
     return None
 
 
-def replaces_in_place(file_format: Optional[str], old_relation: Any) -> bool:
+def format_of_properties(props: Mapping[str, str]) -> Optional[str]:
+    """The versioned format a table's properties (`SHOW TBLPROPERTIES`) show, else None."""
+    if props.get("format", "").startswith("iceberg"):
+        return "iceberg"
+    if any(key.startswith("delta.") for key in props):
+        return "delta"
+    return None
+
+
+def replaces_in_place(file_format: Optional[str], old_relation: Any,
+                      catalog: Optional[Catalog] = None) -> bool:
     """Whether a rebuild into `file_format` is one `create or replace table ... as`: the model's
     format is versioned and there is no table yet or a table of that format. (A view, or a
     table changing format, is swapped: Iceberg and Delta replace only a table of their own.)
@@ -41,7 +55,7 @@ def replaces_in_place(file_format: Optional[str], old_relation: Any) -> bool:
     file_format = (file_format or "").lower()
     if file_format not in VERSIONED:
         return False
-    return old_relation is None or (old_relation.is_table and format_of(old_relation) == file_format)
+    return old_relation is None or (old_relation.is_table and format_of(old_relation, catalog) == file_format)
 
 
 def committed_version(catalog: Catalog, relation: Any,
@@ -51,15 +65,32 @@ def committed_version(catalog: Catalog, relation: Any,
     the model's run lock, right after the commit, so it is this run's. `props`: the table's
     properties, if already read."""
     props = catalog.properties(relation) if props is None else props
-    if props.get("format", "").startswith("iceberg"):
+    table_format = format_of_properties(props)
+    if table_format == "iceberg":
         snapshot = props.get("current-snapshot-id")
         return snapshot if snapshot and snapshot != "none" else None
-    if not any(key.startswith("delta.") for key in props):
+    if table_format != "delta":
         return None
     for row in catalog.rows(f"describe history {relation} limit {_DELTA_HISTORY_LOOKBACK}"):
         if str(row["operation"]) not in _DELTA_METADATA_ONLY:  # newest first
             return str(row["version"])
     return None
+
+
+def table_state(catalog: Catalog, relation: Any) -> Optional[str]:
+    """What a commit changes, to tell afterwards whether it took effect: an Iceberg or Delta
+    table's data version (`version:<v>`), else a fingerprint of the data files the table reads
+    (`files:<sha-256 of their paths>`; every insert or overwrite writes new files). None when
+    neither can be read (a table Spark does not read through files)."""
+    version = committed_version(catalog, relation)
+    if version is not None:
+        return f"version:{version}"
+    try:
+        rows = catalog.rows(f"select sha2(concat_ws(',', sort_array(collect_set(_metadata.file_path))), 256) "
+                            f"from {relation}")
+    except Exception:  # not a file source table: the row counts alone judge
+        return None
+    return f"files:{rows[0][0]}"
 
 
 def as_of(relation: Any, version: Optional[str]) -> str:

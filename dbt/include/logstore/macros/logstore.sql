@@ -120,23 +120,25 @@
 
 {#-- Every relation of the adapter's own is created through adapter.logstore_create, which
      clears what a run killed in the middle of creating it left behind (leftovers.py). --#}
-{% macro logstore_create_table_as(relation, sql) -%}
-  {%- do adapter.logstore_create(relation, create_table_as(False, relation, sql)) -%}
+{#-- plain: a parquet table of the adapter's own, for the rows an Iceberg or Delta table is
+     replaced with or merged from (table_formats.replaces_in_place; a dropped Iceberg table would
+     leave its directory behind); else a table as the model's config makes it, which a swap may
+     put in the model's place. --#}
+{% macro logstore_create_table_as(relation, sql, plain=false) -%}
+  {%- if plain -%}
+    {%- set create_plain -%}
+      create table {{ relation }} using parquet {{ adapter.logstore_readable_table_options() }}
+      as {{ sql }}
+    {%- endset -%}
+    {%- do adapter.logstore_create(relation, create_plain) -%}
+  {%- else -%}
+    {%- do adapter.logstore_create(relation, create_table_as(False, relation, sql)) -%}
+  {%- endif -%}
 {%- endmacro %}
 
 
-{#-- plain: a parquet table of the adapter's own (the rows an Iceberg or Delta table is replaced
-     with), else a table as the model's config makes it (it may be swapped in). --#}
 {% macro logstore_stage(staging_relation, compiled_code, plain=false) -%}
-  {%- if plain -%}
-    {%- set create_plain -%}
-      create table {{ staging_relation }} using parquet {{ adapter.logstore_readable_table_options() }}
-      as {{ compiled_code }}
-    {%- endset -%}
-    {%- do adapter.logstore_create(staging_relation, create_plain) -%}
-  {%- else -%}
-    {%- do logstore_create_table_as(staging_relation, compiled_code) -%}
-  {%- endif -%}
+  {%- do logstore_create_table_as(staging_relation, compiled_code, plain) -%}
 {%- endmacro %}
 
 
@@ -201,12 +203,12 @@
 {% macro logstore_replace_table(log_config, target_relation, old_relation, compiled_code, partitions) -%}
   {%- set staging = logstore_relation(target_relation, 'new') -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
-  {%- do logstore_stage(staging, compiled_code,
-                        plain=adapter.logstore_replaces_in_place(config.get('file_format'), old_relation)) -%}
+  {%- set plain = adapter.logstore_replaces_in_place(config.get('file_format'), old_relation) -%}
+  {%- do logstore_stage(staging, compiled_code, plain) -%}
   {%- if adapter.logstore_has_op_column(staging) -%}
     {#-- rows from logstore_changes(): deletes drop out, its op and snapshot columns are not kept --#}
     {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
-    {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging)) -%}
+    {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging), plain) -%}
     {%- do adapter.drop_relation(staging) -%}
     {%- set staging = upserts -%}
   {%- endif -%}

@@ -43,7 +43,8 @@
     {%- set changes = logstore_relation(target_relation, 'changes') -%}
     {#-- A real table, not a temp view: the rows committed and the rows logged must be the same
          rows even when the model's SQL is not deterministic. --#}
-    {%- do logstore_stage(staging, compiled_code) -%}
+    {%- set plain = adapter.logstore_replaces_in_place(file_format, existing_relation) -%}
+    {%- do logstore_stage(staging, compiled_code, plain) -%}
     {%- do process_schema_changes(on_schema_change, staging, existing_relation) -%}
     {%- set rows_affected = adapter.logstore_row_count(staging) -%}
     {%- if strategy == 'append' -%}
@@ -60,7 +61,7 @@
     {%- if op_aware -%}
       {#-- rows from logstore_changes(): keys whose op is 'd' are deleted, the rest upserted --#}
       {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
-      {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging)) -%}
+      {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging), plain) -%}
     {%- endif -%}
     {%- if strategy == 'merge' -%}
       {%- do logstore_build_changes(log_config, changes, upserts, existing_relation, log_config.unique_key, scope_relation=staging) -%}
@@ -69,7 +70,7 @@
     {%- if strategy == 'merge' and (not has_merge or op_aware) -%}
       {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in --#}
       {%- set merged = logstore_relation(target_relation, 'merged') -%}
-      {%- do logstore_create_table_as(merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging)) -%}
+      {%- do logstore_create_table_as(merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging), plain) -%}
       {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
     {%- else -%}
       {#-- the intent first, so a run that dies between the statement and its tag can be judged --#}

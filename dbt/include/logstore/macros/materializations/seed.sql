@@ -26,7 +26,8 @@
   {%- set old_relation = adapter.get_relation(database=database, schema=schema, identifier=model['alias']) -%}
   {%- set staging = logstore_relation(target_relation, 'new') -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
-  {%- do logstore_stage_csv(staging, agate_table) -%}
+  {%- do logstore_stage_csv(staging, agate_table,
+                            adapter.logstore_replaces_in_place(config.get('file_format'), old_relation)) -%}
   {%- do logstore_build_changes(log_config, changes, staging, old_relation, unique_check=true) -%}
   {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions,
                           agate_table.rows | length) -%}
@@ -42,8 +43,9 @@
 
 
 {#-- The CSV's rows in `relation`: dbt-spark's create_csv_table and load_csv_rows, which write
-     only to `this`, here for the staged table (the same column types, overrides and quoting). --#}
-{% macro logstore_stage_csv(relation, agate_table) -%}
+     only to `this`, here for the staged table (the same column types, overrides and quoting);
+     plain: a parquet table of the adapter's own (logstore_create_table_as). --#}
+{% macro logstore_stage_csv(relation, agate_table, plain=false) -%}
   {%- set column_override = model['config'].get('column_types', {}) -%}
   {%- set quote_seed_column = model['config'].get('quote_columns', None) -%}
   {%- set types = [] -%}
@@ -56,10 +58,14 @@
         {{ adapter.quote_seed_column(col_name | string, quote_seed_column) }} {{ types[loop.index0] }}{{ ", " if not loop.last }}
       {%- endfor -%}
     )
+    {%- if plain %}
+    using parquet
+    {%- else %}
     {{ file_format_clause() }}
     {{ partition_cols(label="partitioned by") }}
     {{ clustered_cols(label="clustered by") }}
     {{ comment_clause() }}
+    {%- endif %}
   {%- endset -%}
   {%- do adapter.logstore_create(relation, create_sql) -%}
   {%- for chunk in agate_table.rows | batch(get_batch_size()) -%}

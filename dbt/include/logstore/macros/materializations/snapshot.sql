@@ -34,13 +34,14 @@
   {%- set old_relation = adapter.get_relation(database=none, schema=model.schema, identifier=target_relation.identifier) -%}
   {%- set staging = logstore_relation(target_relation, 'new') -%}
   {%- set changes = logstore_relation(target_relation, 'changes') -%}
+  {%- set plain = adapter.logstore_replaces_in_place(config.get('file_format'), old_relation) -%}
   {%- if old_relation is none -%}
-    {%- do logstore_stage(staging, build_snapshot_table(strategy, model['compiled_code'])) -%}
+    {%- do logstore_stage(staging, build_snapshot_table(strategy, model['compiled_code']), plain) -%}
   {%- else -%}
     {{ adapter.valid_snapshot_target(old_relation, columns) }}
     {%- set source_changes = spark_build_snapshot_staging_table(strategy, sql, old_relation) -%}
     {%- do logstore_create_table_as(staging, adapter.logstore_snapshot_rows_sql(
-          old_relation, source_changes, columns, config.get('dbt_valid_to_current'))) -%}
+          old_relation, source_changes, columns, config.get('dbt_valid_to_current')), plain) -%}
     {%- do post_snapshot(source_changes) -%}
   {%- endif -%}
   {%- do logstore_build_changes(log_config, changes, staging, old_relation, unique_check=true) -%}
