@@ -19,7 +19,7 @@ from tests.functional.contract import (
     wait_for_confirmations,
 )
 from tests.functional.dbt_helpers import logstore_statuses
-from tests.table_formats import FORMATS, SESSION_SETTINGS
+from tests.table_formats import SESSION_SETTINGS
 
 ORDERS = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=2) }}
@@ -48,15 +48,6 @@ select id, version from {{ ref('orders') }}
 LOGGED = ("orders", "merged", "daily", "orders_history")
 
 
-@pytest.fixture(scope="module", params=FORMATS)
-def table_format(request):
-    """This worker's Spark session restarted with the format's catalog, and ended after."""
-    stop_spark()
-    spark(SESSION_SETTINGS[request.param])
-    yield request.param
-    stop_spark()
-
-
 def _versions(relation: str, table_format: str):
     """The format's versions of a table, oldest first."""
     if table_format == "iceberg":
@@ -66,17 +57,32 @@ def _versions(relation: str, table_format: str):
     return sorted((str(r["version"]) for r in rows), key=int)
 
 
-class TestTableFormats:
-    @pytest.fixture(scope="class")
-    def dbt_profile_target(self, table_format, kafka_bootstrap_servers, spark_session_dir):
-        return {"type": "logstore", "method": "session", "host": "localhost", "threads": 1,
-                "kafka_bootstrap_servers": kafka_bootstrap_servers, "session_dir": spark_session_dir,
-                "server_side_parameters": {**TEST_SESSION, **SESSION_SETTINGS[table_format]}}
+class LoggedModelsOnAFormat:
+    """One format's test (a class each: dbt's project fixtures are per class)."""
+
+    table_format = "parquet"
+
+    @pytest.fixture(scope="class", autouse=True)
+    def format_session(self):
+        """This worker's Spark session restarted with the format's catalog, and ended after.
+        The JVM is started plain first: the settings of the session that starts a JVM stay its
+        defaults (system properties) for every later session in it."""
+        spark()
+        stop_spark()
+        spark(SESSION_SETTINGS[self.table_format])
+        yield
+        stop_spark()
 
     @pytest.fixture(scope="class")
-    def project_config_update(self, table_format):
-        return {"models": {"+file_format": table_format},
-                "snapshots": {"+file_format": table_format}}
+    def dbt_profile_target(self, kafka_bootstrap_servers, spark_session_dir):
+        return {"type": "logstore", "method": "session", "host": "localhost", "threads": 1,
+                "kafka_bootstrap_servers": kafka_bootstrap_servers, "session_dir": spark_session_dir,
+                "server_side_parameters": {**TEST_SESSION, **SESSION_SETTINGS[self.table_format]}}
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {"models": {"+file_format": self.table_format},
+                "snapshots": {"+file_format": self.table_format}}
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -114,8 +120,8 @@ class TestTableFormats:
         return str(max(r["version"] for r in rows if r["operation"] not in (
             "SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "ADD COLUMNS")))
 
-    def test_logged_models_keep_the_tables_history(self, project, kafka_bootstrap_servers, table_format):
-        servers = kafka_bootstrap_servers
+    def test_logged_models_keep_the_tables_history(self, project, kafka_bootstrap_servers):
+        servers, table_format = kafka_bootstrap_servers, self.table_format
         histories = {model: {} for model in LOGGED}
         for step in (1, 2, 3, 4):  # 4: orders gains a column
             variables = ["--vars", json.dumps({"step": step})]
@@ -153,3 +159,11 @@ class TestTableFormats:
         assert snapshot == wait_for_confirmations(servers, orders, 1)[-1]["snapshot"]
         assert len(read) == sum(logged_rows.values()) and all(r["id"] != 999 for r in read)
         assert table_state(f"{orders} version as of {logged_version}")[1] == logged_rows
+
+
+class TestIceberg(LoggedModelsOnAFormat):
+    table_format = "iceberg"
+
+
+class TestDelta(LoggedModelsOnAFormat):
+    table_format = "delta"
