@@ -65,7 +65,8 @@ test-cluster: $(STAMP)
 
 # Random kills (tests/functional/test_faults_random.py) for as long as you like:
 # make soak ROUNDS=50 [SEED=N]; the rounds are written to soak-report.txt as they pass.
-# SOAK_TESTS=tests/functional/test_faults_random_formats.py: the same on Iceberg and on Delta.
+# SOAK_TESTS="tests/functional/test_faults_random_iceberg.py tests/functional/test_faults_random_delta.py":
+# the same on Iceberg and on Delta.
 ROUNDS ?= 50
 SOAK_TESTS ?= tests/functional/test_faults_random.py
 soak: $(STAMP) $(JARS_STAMP)

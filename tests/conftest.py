@@ -94,9 +94,10 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # finishes one. The longest files go first (seconds of a worker in a full run, `--durations`),
 # so that none of them starts last while the other workers sit idle.
 LONGEST_FIRST = (  # seconds of a worker on four workers, 2026-11-24 (new modules: alone, loaded)
+    "test_faults_random_delta",  # ~560 s (2026-11-25, four workers)
+    "test_table_formats",  # ~710 s: Delta ~470, Iceberg ~240
+    "test_faults_random_iceberg",  # ~350 s
     "test_schema_changes",  # ~420 s
-    "test_faults_random_formats",  # ~340 s alone (Iceberg and Delta, a round each)
-    "test_table_formats",  # ~300 s alone
     "test_faults_random",  # ~330 s (a seed and microbatch added since)
     "test_faults_concurrency",  # ~360 s
     "test_options",  # ~330 s

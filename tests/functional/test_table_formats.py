@@ -7,7 +7,7 @@ same format version (Iceberg snapshot id, Delta version), and the table AS OF th
 the table; every earlier version is still there and holds the rows it held (the history kept).
 Last, the hybrid read (`latest-full`) of a table a newer commit has changed but not logged yet
 reads exactly the logged version. (Kills and recovery on these formats:
-tests/functional/test_faults_random_formats.py.)"""
+tests/functional/test_faults_random_iceberg.py and _delta.py.)"""
 import json
 
 import pytest

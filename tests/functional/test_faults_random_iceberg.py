@@ -1,0 +1,15 @@
+"""The random-kill test (test_faults_random.py: a logged seed, keyed and keyless tables, an
+incremental append, an eventual table of two Spark writers, a microbatch model; `dbt build`
+killed at a random moment, then recovered and checked) with every table on Iceberg: its atomic
+replace, overwrite and version tie recover by the rules of docs/log-format.md. The tables are
+read from their files. One round in `make test` (a file per format, so that the suite's workers
+share them); `make soak SOAK_TESTS=...` runs LOGSTORE_KILL_ROUNDS."""
+import pytest
+
+from tests.functional.test_faults_random import run_kill_test
+
+pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
+
+
+def test_random_kills_on_iceberg(tmp_path, kafka_bootstrap_servers):
+    run_kill_test(tmp_path, kafka_bootstrap_servers, "iceberg")
