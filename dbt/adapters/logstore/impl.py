@@ -346,8 +346,8 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_drop_sql(self, relation: Any) -> str:
         """dbt-spark's drop, and for the adapter's own tables a purge (leftovers.drop_sql)."""
         kind = str(relation.type or "table")
-        if names.RELATION_MARK in str(relation.identifier) and kind == "table":
-            return leftovers.drop_sql(relation)
+        if names.RELATION_MARK in str(relation.identifier):
+            return leftovers.drop_sql(relation, kind)
         return f"drop {kind} if exists {relation}"
 
     @available.parse_none
