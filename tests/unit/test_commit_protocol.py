@@ -89,8 +89,8 @@ def test_an_overwrite_that_keeps_the_row_count_is_judged_by_the_tables_files(sta
 def test_a_versioned_tables_commit_is_judged_by_its_version():
     # Iceberg and Delta commit atomically: another version is the commit, whatever the count
     props = _intent_with_state(5, 8, "version:41")
-    assert recovery_action({CHANGESET_ID: "run-2"}, props, 5, "version:41") == "drop"
-    assert recovery_action({CHANGESET_ID: "run-2"}, props, 8, "version:42") == "mirror"
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, 5, "version:41", atomic=True) == "drop"
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, 6, "version:42", atomic=True) == "mirror"
 
 
 def test_without_a_state_the_row_counts_judge_as_before():

@@ -2,7 +2,9 @@ from types import SimpleNamespace
 
 from dbt.adapters.spark.relation import SparkRelation
 
-from dbt.adapters.logstore.table_formats import as_of, committed_version, format_of, replaces_in_place
+from dbt.adapters.logstore.table_formats import (
+    as_of, committed_version, format_of, is_version_state, replaces_in_place, table_state,
+)
 
 
 def table(**kwargs):
@@ -68,3 +70,10 @@ def test_a_table_dbt_cached_from_its_create_is_known_by_its_properties():
     assert format_of(cached, FakeCatalog({"delta.minWriterVersion": "2"})) == "delta"
     assert replaces_in_place("delta", cached, FakeCatalog({"delta.minWriterVersion": "2"}))
     assert not replaces_in_place("delta", cached, FakeCatalog({"numFiles": "1"}))
+
+
+def test_a_versioned_tables_state_is_its_version():
+    state = table_state(FakeCatalog({"format": "iceberg/parquet", "current-snapshot-id": "8470"}),
+                        "analytics.orders")
+    assert state == "version:8470" and is_version_state(state)
+    assert not is_version_state("files:ab12") and not is_version_state(None)

@@ -71,16 +71,17 @@ class TableRef:
 
 
 def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, str],
-                    row_count: Optional[int] = None, state: Optional[str] = None) -> str:
+                    row_count: Optional[int] = None, state: Optional[str] = None,
+                    atomic: bool = False) -> str:
     """What to do with a change table a previous run left behind: 'mirror' or 'drop'.
 
     An incremental commit (an insert, overwrite or merge, then the tag) records its intent
     first: the change set, the table's row count before and after, and the table's state before
     (table_formats.table_state). A run that died between the statement and the tag is judged by
     the state and row count it left (`state`, `row_count`): the same state as before, the
-    statement never took effect; another version of an Iceberg or Delta table, it did (one
-    atomic commit); other data files of a plain table, it did if the row count is the one
-    intended."""
+    statement never took effect; another state of a table that commits atomically (`atomic`:
+    an Iceberg or Delta version), it did; other data files of a plain table, it did if the row
+    count is the one intended."""
     changeset = changes_props.get(CHANGESET_ID)
     if not changeset or table_props.get(MIRRORED) == changeset:
         return "drop"
@@ -93,7 +94,7 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     if state_before and state is not None:
         if state == state_before:
             return "drop"
-        if state_before.startswith("version:") or row_count == after:
+        if atomic or row_count == after:
             return "mirror"
     elif row_count == after and after != before:
         return "mirror"

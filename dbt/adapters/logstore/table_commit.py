@@ -28,7 +28,8 @@ def pending_changeset(catalog: Catalog, changes_relation: Any, target_relation: 
             state = table_formats.table_state(catalog, target_relation)
     if log_starts:
         return None
-    if commit_protocol.recovery_action(changes_props, table_props, row_count, state) == "mirror":
+    atomic = table_formats.is_version_state(table_props.get(names.INTENT_TABLE_STATE))
+    if commit_protocol.recovery_action(changes_props, table_props, row_count, state, atomic) == "mirror":
         return changes_props[names.CHANGESET_ID]
     return None
 

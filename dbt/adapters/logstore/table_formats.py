@@ -15,6 +15,7 @@ VERSIONED = ("iceberg", "delta")
 # before, so the version a data commit made is the newest that is not one of these.
 _DELTA_METADATA_ONLY = ("SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "ADD COLUMNS",
                         "CHANGE COLUMN", "REPLACE COLUMNS", "RENAME COLUMN", "DROP COLUMNS")
+_VERSION_STATE = "version:"
 # a run makes at most a few of them after its data commit (intent, tag, mirrored snapshot)
 _DELTA_HISTORY_LOOKBACK = 20
 
@@ -84,13 +85,19 @@ def table_state(catalog: Catalog, relation: Any) -> Optional[str]:
     neither can be read (a table Spark does not read through files)."""
     version = committed_version(catalog, relation)
     if version is not None:
-        return f"version:{version}"
+        return _VERSION_STATE + version
     try:
         rows = catalog.rows(f"select sha2(concat_ws(',', sort_array(collect_set(_metadata.file_path))), 256) "
                             f"from {relation}")
     except Exception:  # not a file source table: the row counts alone judge
         return None
     return f"files:{rows[0][0]}"
+
+
+def is_version_state(state: Optional[str]) -> bool:
+    """Whether a table state (table_state) is a format version: a table whose version moved
+    took its whole commit (Iceberg and Delta commit atomically)."""
+    return bool(state) and state.startswith(_VERSION_STATE)
 
 
 def as_of(relation: Any, version: Optional[str]) -> str:
