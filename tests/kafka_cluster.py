@@ -171,7 +171,8 @@ class KafkaCluster:
             scram = []
             for name, password in {ADMIN[0]: ADMIN[1], **self.sasl_users}.items() if self.sasl_users else ():
                 scram += ["--add-scram", f"SCRAM-SHA-256=[name={name},password={password}]"]
-            subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+            # `--cluster-id=`: a random id may start with '-', which would read as an option
+            subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                                       "-c", str(config), "--ignore-formatted", *scram),
                            check=True, capture_output=True, text=True, timeout=120)
         for node in self._nodes:
