@@ -172,7 +172,7 @@ def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
     else:
         from kafka import KafkaProducer
 
-        from dbt.adapters.logstore.kafka_config import PRODUCER_DEFAULTS, client_config
+        from dbt.adapters.logstore.kafka.config import PRODUCER_DEFAULTS, client_config
 
         config = client_config(LogConfig(model="raw", bootstrap_servers=spec["servers"]), PRODUCER_DEFAULTS)
         producer = KafkaProducer(enable_idempotence=True, transactional_id=f"raw-{topic}", **config)

@@ -22,7 +22,7 @@ from dbt.tests.util import run_dbt
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from dbt.adapters.logstore.reader import ChangelogReader
+from dbt.adapters.logstore.reader import ChangelogReader, open_log
 from dbt.adapters.logstore.replay import Replica
 from tests.functional import contract
 from tests.functional.contract import (
@@ -158,7 +158,7 @@ def test_a_transaction_held_past_its_timeout_is_aborted_by_kafka_and_the_run_say
     out = _flat(output)
     assert held.returncode == 1, out[-3000:]
     assert f"Model 'held': writing to Kafka topic '{topic}' failed" in out, out[-3000:]
-    # the cause in plain words, naming the setting (kafka_errors.transaction_lost)
+    # the cause in plain words, naming the setting (kafka.errors.transaction_lost)
     assert "Kafka aborted this run's transaction" in out, out[-3000:]
     assert f"transaction.timeout.ms ({TIMEOUT_MS} ms)" in out, out[-3000:]
     assert "The table's change is committed" in out and "logstore_recover" in out
@@ -179,7 +179,7 @@ def test_a_transaction_held_past_its_timeout_is_aborted_by_kafka_and_the_run_say
 def _changelog(servers: str, topic: str, table_id: str, types: Dict[str, str]) -> Counter:
     """The table as the package's own reader replays it."""
     replica = Replica(columns=list(types))
-    for record in ChangelogReader(servers, topic, table_id).changes(idle_seconds=0.5):
+    for record in ChangelogReader(open_log(servers, topic), table_id).changes(idle_seconds=0.5):
         replica.apply(record)
     return Counter(canonical(row, types) for row in replica.rows())
 

@@ -154,7 +154,7 @@ def test_broker_killed_mid_mirror_then_restarted_log_stays_exact(cluster, spark_
         assert "Model 'killed'" in out and f"'{topic}'" in out, out[-3000:]
         assert "The table's change is committed" in out and "logstore_recover" in out, out[-3000:]
         assert "Traceback" not in output, output[-3000:]
-        # the cause in plain words (kafka_errors.write_cause), not only the client's exception
+        # the cause in plain words (kafka.errors.write_cause), not only the client's exception
         assert "did not acknowledge the records in time" in out or \
             "Kafka aborted this run's transaction" in out, out[-3000:]
 

@@ -1,7 +1,7 @@
 """A locked-down Apache Kafka (tests/kafka_cluster.py, one node of this module's own): SASL/SCRAM
 authentication, ACLs (StandardAuthorizer) and topic auto-creation off. Each case is a real dbt
 run whose principal lacks something: the run fails before the table changes, with the one-line
-cause of kafka_errors.py; with the ACLs the README lists, it succeeds and its log replays to the
+cause of kafka/errors.py; with the ACLs the README lists, it succeeds and its log replays to the
 table. No password reaches the console, dbt's log or target/."""
 import pytest
 

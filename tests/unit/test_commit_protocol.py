@@ -185,6 +185,9 @@ class FakeSystem(LogSystem):
         FakeSystem.writers.append(writer)
         return writer
 
+    def open_reader(self, log):
+        raise NotImplementedError("the commit protocol reads nothing but find_confirmation")
+
 
 @pytest.fixture
 def fake_system(monkeypatch):

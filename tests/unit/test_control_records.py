@@ -4,7 +4,8 @@ import json
 
 from dbt.adapters.logstore.commit_protocol import Snapshot, TableRef
 from dbt.adapters.logstore.control_records import (
-    Confirmation, confirmation_record, parse_control_record,
+    DELIVER, DROP, HOLD, Confirmation, ConfirmedAttempts, RecordTags, confirmation_record,
+    parse_control_record,
 )
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import WriteResult
@@ -43,3 +44,35 @@ def test_a_parallel_attempt_confirms_each_writer_within_its_own_ranges():
     assert c.ranges() == {("att", "w0"): {0: (0, 1)}, ("att", "w1"): {0: (2, 2)}}
     assert c.confirms(0, 1, "w0") and not c.confirms(0, 2, "w0") and c.confirms(0, 2, "w1")
     assert not c.confirms(0, 0, None)  # a record without its writer header is not this attempt's
+
+
+def tags(table="analytics.orders", snapshot=4, attempt="att", writer=None):
+    headers = [("logstore.table", table.encode()), ("logstore.snapshot", str(snapshot).encode()),
+               ("logstore.attempt", attempt.encode())]
+    return RecordTags.of(headers + ([("logstore.writer", writer.encode())] if writer else []))
+
+
+def test_record_tags_read_the_headers_once():
+    assert tags(writer="task-0.1") == RecordTags("analytics.orders", 4, "att", "task-0.1")
+    assert RecordTags.of(None) == RecordTags(None, 0, "", None)
+
+
+def test_confirmed_attempts_deliver_drop_or_hold_a_record():
+    c = Confirmation("analytics.orders", 4, "att", {0: (10, 12)}, {0: 13}, ts_ms=0)
+    confirmed = ConfirmedAttempts("analytics.orders", [c])
+    assert confirmed.verdict(tags(), 0, 11) == DELIVER
+    assert confirmed.verdict(tags(), 0, 13) == DROP  # outside its range: its attempt is known
+    assert confirmed.verdict(tags(table="analytics.other"), 0, 11) == DROP  # another table's
+    assert confirmed.verdict(tags(attempt="lost"), 0, 9) == DROP  # its snapshot has a winner
+    assert confirmed.verdict(tags(attempt="next", snapshot=5), 0, 13) == HOLD  # not confirmed yet
+    assert confirmed.verdict(tags(writer="task-0.0"), 0, 11) == DROP  # not a parallel attempt
+
+
+def test_the_first_confirmation_of_an_attempt_counts_and_other_tables_are_ignored():
+    first = Confirmation("analytics.orders", 4, "att", {0: (10, 12)}, {0: 13}, ts_ms=0)
+    again = Confirmation("analytics.orders", 4, "att", {0: (20, 22)}, {0: 23}, ts_ms=0)
+    other = Confirmation("analytics.other", 9, "x", {0: (0, 0)}, {0: 1}, ts_ms=0)
+    confirmed = ConfirmedAttempts("analytics.orders", [first, again, other])
+    assert confirmed.attempts == {"att": first} and confirmed.newest == 4
+    everyone = ConfirmedAttempts(None, [first, other])  # a topic read without its model
+    assert set(everyone.attempts) == {"att", "x"} and everyone.newest == 9

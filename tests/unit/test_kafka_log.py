@@ -16,11 +16,12 @@ from kafka.errors import (
 )
 from kafka.partitioner.default import murmur2
 
-from dbt.adapters.logstore import faults, kafka_log, kafka_writer
-from dbt.adapters.logstore.kafka_config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
-from dbt.adapters.logstore.kafka_log import KafkaLogSystem
-from dbt.adapters.logstore.kafka_python_writer import KafkaLogWriter
-from dbt.adapters.logstore.kafka_writer import partition_for
+from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.kafka import log_system as kafka_log, writer as kafka_writer
+from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
+from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
+from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
+from dbt.adapters.logstore.kafka.writer import partition_for
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
 
 REAL_PRODUCER = kafka.KafkaProducer
@@ -871,6 +872,7 @@ def test_prepare_control_topic_refused_is_unreachable(fake_admin, monkeypatch):
 class FakeRecord:
     def __init__(self, offset, value):
         self.offset, self.value = offset, value
+        self.partition, self.key, self.headers = 0, b"analytics.orders", []
 
 
 class FakeConsumer:
@@ -898,6 +900,9 @@ class FakeConsumer:
         self.polls = 0
         self.fetched = False
         FakeConsumer.instances.append(self)
+
+    def partitions_for_topic(self, topic):
+        return {0}
 
     def assign(self, partitions):
         self.calls.append("assign")
@@ -1097,7 +1102,7 @@ def test_a_commit_the_broker_never_answers_fails_within_the_delivery_timeout(mon
 
     from kafka.errors import KafkaTimeoutError
 
-    from dbt.adapters.logstore.kafka_python_writer import bounded as _bounded
+    from dbt.adapters.logstore.kafka.python_writer import bounded as _bounded
 
     never = threading.Event()
     started = time.monotonic()

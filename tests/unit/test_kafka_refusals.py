@@ -8,9 +8,9 @@ import kafka
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.kafka_errors import _BRIDGE
-from dbt.adapters.logstore.kafka_log import KafkaLogSystem
-from dbt.adapters.logstore.kafka_python_writer import KafkaLogWriter
+from dbt.adapters.logstore.kafka.errors import _BRIDGE
+from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
+from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
 from dbt.adapters.logstore.log_config import LogConfig
 
 from .scripted_broker import (

@@ -38,7 +38,7 @@ def test_write_results_do_not_share_offsets():
 
 
 def test_get_log_system_kafka():
-    from dbt.adapters.logstore.kafka_log import KafkaLogSystem
+    from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
 
     system = get_log_system("kafka")
     assert isinstance(system, KafkaLogSystem)
@@ -69,6 +69,9 @@ def test_register_custom_system(monkeypatch):
             return None
 
         def open_writer(self, log, writer_id):
+            raise NotImplementedError
+
+        def open_reader(self, log):
             raise NotImplementedError
 
     register("custom", Custom)
@@ -103,3 +106,19 @@ def test_find_confirmation_is_part_of_the_interface(monkeypatch):
 
 def test_writer_interface_methods_are_abstract():
     assert log_system.LogWriter.__abstractmethods__ == {"send", "commit", "abort"}
+
+
+def test_a_log_system_has_a_read_side():
+    # a log system that cannot be read serves neither recovery's readers nor consumers
+    assert "open_reader" in LogSystem.__abstractmethods__
+    assert log_system.LogReader.__abstractmethods__ == {
+        "control_records", "end_offsets", "read_range", "feed"}
+    assert log_system.LogFeed.__abstractmethods__ == {"poll", "position", "at_end", "close"}
+
+
+def test_log_records_carry_what_decoding_reads():
+    record = log_system.LogRecord(2, 7, b'{"id":1}', None, (("logstore.snapshot", b"3"),))
+    from dbt.adapters.logstore.encoding import decode_record
+
+    change = decode_record(record, 3)
+    assert (change.partition, change.offset, change.key, change.op) == (2, 7, {"id": 1}, "d")

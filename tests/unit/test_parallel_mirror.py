@@ -13,8 +13,8 @@ from dbt.adapters.logstore.commit_protocol import (
     write_change_set_parallel,
     write_task_share,
 )
-from dbt.adapters.logstore.kafka_log import KafkaLogSystem
-from dbt.adapters.logstore.kafka_python_writer import KafkaLogWriter
+from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
+from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
 from dbt.adapters.logstore.names import task_writer_id
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
 from dbt.adapters.logstore.control_records import Confirmation

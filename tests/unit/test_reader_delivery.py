@@ -1,18 +1,20 @@
 """The reader's delivery rules (docs/log-format.md section 5) and start points, against a fake
-consumer that serves a data topic and its control topic."""
+log (log_system.LogReader) that serves a data topic and its control topic; logstore_changes'
+range read (source_changes.read_range) follows the same rule."""
 import json
-from collections import namedtuple
+from dataclasses import replace
 
 import pytest
 
 from dbt.adapters.logstore import reader as reader_module
-from dbt.adapters.logstore.control_records import Confirmation
+from dbt.adapters.logstore import source_changes
+from dbt.adapters.logstore.control_records import Confirmation, ConfirmedAttempts
+from dbt.adapters.logstore.log_system import LogFeed, LogReader, LogRecord
 from dbt.adapters.logstore.reader import (
     ChangelogReader, ReaderError, StartPoint, start_after,
 )
 
-TP = namedtuple("TP", "topic partition")
-Msg = namedtuple("Msg", "partition offset key value headers")
+Msg = LogRecord
 TOPIC, CONTROL, TABLE = "t", "t__logstore_commits", "s.t"
 
 
@@ -30,57 +32,79 @@ def confirm(offset, snapshot, attempt, offsets, end, ts=0, table=TABLE):
     return Msg(0, offset, table.encode(), json.dumps(value).encode(), [])
 
 
-class FakeConsumer:
-    """Serves the given messages; each poll returns the next batch (a dict per poll)."""
+class FakeFeed(LogFeed):
+    """Serves the given polls (a dict {topic: records} each); at its end when none is left."""
 
-    def __init__(self, polls, partitions=(0, 1)):
-        self.polls, self.partitions = list(polls), partitions
-        self.positions, self.assigned, self.seeks = {}, [], {}
+    def __init__(self, polls, partitions, from_offsets):
+        self.polls, self.partitions = list(polls), list(partitions)
+        self.from_offsets = dict(from_offsets)
+        self.positions = {p: from_offsets.get(p, 0) for p in partitions}
+        self.control_position, self.closed = 0, False
 
-    def partitions_for_topic(self, topic):
-        return set(self.partitions) if topic == TOPIC else {0}
-
-    def assign(self, tps):
-        self.assigned = list(tps)
-
-    def seek_to_beginning(self, *tps):
-        for tp in tps:
-            self.positions[tp] = 0
-
-    def seek(self, tp, offset):
-        self.positions[tp], self.seeks[tp.partition] = offset, offset
-
-    def poll(self, timeout_ms=0):
+    def poll(self, timeout_ms):
         if not self.polls:
-            return {}
+            return [], {}
         batch = self.polls.pop(0)
-        out = {}
-        for topic, msgs in batch.items():
-            for m in msgs:
-                tp = TP(topic, m.partition)
-                if m.offset >= self.positions.get(tp, 0):
-                    out.setdefault(tp, []).append(m)
-                    self.positions[tp] = m.offset + 1
-        return out
+        control = [m for m in batch.get(CONTROL, []) if m.offset >= self.control_position]
+        self.control_position += len(control)
+        data_ = {}
+        for m in batch.get(TOPIC, []):
+            if m.offset >= self.positions[m.partition]:
+                data_.setdefault(m.partition, []).append(m)
+                self.positions[m.partition] = m.offset + 1
+        return control, data_
 
-    def highwater(self, tp):
-        return self.positions.get(tp, 0) if not self.polls else self.positions.get(tp, 0) + 1
+    def position(self, partition):
+        return self.positions[partition]
 
-    def position(self, tp):
-        return self.positions.get(tp, 0)
+    def at_end(self):
+        return not self.polls
 
     def close(self):
-        pass
+        self.closed = True
+
+
+class FakeLog(LogReader):
+    """A log whose records are the given polls, in order."""
+
+    topic, address = TOPIC, "h:9"
+
+    def __init__(self, polls, partitions=(0, 1)):
+        self.polls, self.partitions, self.fed = polls, partitions, None
+
+    def control_records(self, timeout_seconds=60.0):
+        return [m for batch in self.polls for m in batch.get(CONTROL, [])]
+
+    def end_offsets(self):
+        return {p: 0 for p in self.partitions}
+
+    def read_range(self, partition, start, end):
+        for batch in self.polls:
+            yield from (m for m in batch.get(TOPIC, [])
+                        if m.partition == partition and start <= m.offset < end)
+
+    def feed(self, partitions, from_offsets):
+        self.fed = FakeFeed(self.polls, partitions, from_offsets)
+        return self.fed
 
 
 def run(polls, start=StartPoint("earliest"), **kwargs):
-    consumer = FakeConsumer(polls)
-    r = ChangelogReader("h:9", TOPIC, TABLE)
-    r._consumer = lambda: consumer
+    log = FakeLog(polls)
+    r = ChangelogReader(log, TABLE)
     kwargs.setdefault("idle_seconds", 0)
     if "after_snapshot" not in kwargs:
         kwargs["after_snapshot"], kwargs["from_offsets"] = 0, {}
-    return [(c.snapshot, c.partition, c.offset) for c in r.changes(start, **kwargs)], consumer
+    got = [(c.snapshot, c.partition, c.offset) for c in r.changes(start, **kwargs)]
+    assert log.fed.closed
+    return got, log.fed
+
+
+def landed(polls, partition=0, end=100):
+    """What logstore_changes lands of a partition's range, by the same rule."""
+    log = FakeLog(polls)
+    attempts = ConfirmedAttempts(TABLE, ChangelogReader(log, TABLE).confirmations())
+    return [(row[4], row[5], row[6]) for row in
+            source_changes.read_range(log, partition, 0, end, attempts)]
 
 
 def test_confirmed_attempts_are_delivered_in_partition_order():
@@ -126,9 +150,9 @@ def test_after_snapshot_and_up_to_snapshot_bound_the_range():
     polls = [{TOPIC: [data(0, 0, 1, "a"), data(0, 1, 2, "b"), data(0, 2, 3, "c")],
               CONTROL: [confirm(0, 1, "a", {0: [0, 0]}, {0: 1}), confirm(1, 2, "b", {0: [1, 1]}, {0: 2}),
                         confirm(2, 3, "c", {0: [2, 2]}, {0: 3})]}, {}, {}]
-    got, consumer = run(polls, after_snapshot=1, from_offsets={0: 1}, up_to_snapshot=2)
+    got, feed = run(polls, after_snapshot=1, from_offsets={0: 1}, up_to_snapshot=2)
     assert got == [(2, 0, 1)]
-    assert consumer.seeks == {0: 1}
+    assert feed.from_offsets == {0: 1}
 
 
 CONFIRMATIONS = [Confirmation(TABLE, 1, "a", {0: (0, 2)}, {0: 3, 1: 0}, ts_ms=1000),
@@ -167,7 +191,7 @@ def test_latest_full_needs_the_table():
 def test_a_parallel_attempt_is_delivered_only_within_each_writers_range():
     def task(partition, offset, writer):
         m = data(partition, offset, 1, "p")
-        return m._replace(headers=m.headers + [("logstore.writer", writer.encode())])
+        return replace(m, headers=m.headers + [("logstore.writer", writer.encode())])
 
     value = {"table": TABLE, "snapshot": 1, "attempt": "p", "records": 3,
              "offsets": {"0": [0, 3]}, "end_offsets": {"0": 4},
@@ -177,3 +201,28 @@ def test_a_parallel_attempt_is_delivered_only_within_each_writers_range():
     polls = [{TOPIC: [task(0, 0, "task-0.0"), task(0, 1, "task-1.0"), task(0, 2, "task-1.1"),
                       task(0, 3, "task-1.1")], CONTROL: [control]}]
     assert run(polls)[0] == [(1, 0, 0), (1, 0, 2), (1, 0, 3)]
+    assert landed(polls) == [(1, 0, 0), (1, 0, 2), (1, 0, 3)]  # logstore_changes: the same
+
+
+def test_logstore_changes_lands_what_the_reader_delivers():
+    # one rule for both (control_records.ConfirmedAttempts): confirmed attempts in their
+    # ranges, of this table; a failed attempt's records and those past a range are not landed
+    polls = [{TOPIC: [data(0, 0, 1, "dead"), data(0, 1, 1, "a"), data(0, 2, 1, "a"),
+                      data(0, 3, 1, "x", table="s.other")],
+              CONTROL: [confirm(0, 1, "a", {0: [1, 1]}, {0: 2}),
+                        confirm(1, 1, "x", {0: [3, 3]}, {0: 4}, table="s.other")]}]
+    assert run(polls)[0] == landed(polls) == [(1, 0, 1)]
+
+
+def test_a_topic_that_does_not_exist_is_a_clear_error():
+    with pytest.raises(ReaderError, match="Topic 't' does not exist on h:9"):
+        list(ChangelogReader(FakeLog([], partitions=()), TABLE).changes())
+
+
+def test_confirmations_are_the_tables_first_per_snapshot_in_snapshot_order():
+    polls = [{CONTROL: [confirm(0, 2, "b", {0: [1, 1]}, {0: 2}),
+                        confirm(1, 1, "a", {0: [0, 0]}, {0: 1}),
+                        confirm(2, 2, "b2", {0: [3, 3]}, {0: 4}),
+                        confirm(3, 3, "x", {0: [0, 0]}, {0: 1}, table="s.other")]}]
+    got = ChangelogReader(FakeLog(polls), TABLE).confirmations()
+    assert [(c.snapshot, c.attempt) for c in got] == [(1, "a"), (2, "b")]

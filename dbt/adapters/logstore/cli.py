@@ -48,7 +48,6 @@ def _project(args: argparse.Namespace) -> Any:
 def _changes(args: argparse.Namespace) -> Iterator[Any]:
     """The changes `tail` prints: of a logged model of the dbt project (resolved through its
     manifest and profile), or of a topic named with --bootstrap-servers."""
-    from dbt.adapters.logstore.kafka_config import consumer_config
     from dbt.adapters.logstore.reader import ReaderError, StartPoint, hybrid_read, read_changelog
 
     start = StartPoint.parse(args.start)
@@ -68,17 +67,16 @@ def _changes(args: argparse.Namespace) -> Iterator[Any]:
         raise ReaderError(f"'{args.name}' is not a logged model of the dbt project at "
                           f"{project.project_dir} (logged models: {names}). To read a topic, "
                           f"pass --bootstrap-servers.")
-    log, config = model.log, consumer_config(model.log)
-    if start.kind != "latest-full":
-        yield from read_changelog(str(log.bootstrap_servers), str(log.topic), start=start,
-                                  follow=args.follow, normalize=args.normalize,
-                                  idle_seconds=args.idle_seconds, table=model.table_id, **config)
+    if start.kind != "latest-full":  # the model's log, on the log system its config names
+        yield from read_changelog(model.log, start=start, follow=args.follow,
+                                  normalize=args.normalize, idle_seconds=args.idle_seconds,
+                                  table=model.table_id)
         return
     with project.connection():
         snapshot, rows = project.snapshot_rows(model)
-        yield from hybrid_read(rows, snapshot, str(log.bootstrap_servers), str(log.topic),
-                               follow=args.follow, normalize=args.normalize,
-                               idle_seconds=args.idle_seconds, table=model.table_id, **config)
+        yield from hybrid_read(rows, snapshot, model.log, follow=args.follow,
+                               normalize=args.normalize, idle_seconds=args.idle_seconds,
+                               table=model.table_id)
 
 
 def _tail(args: argparse.Namespace) -> int:

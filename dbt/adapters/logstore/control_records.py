@@ -2,16 +2,19 @@
 the control topic (`<topic>` + names.CONTROL_TOPIC_SUFFIX, partition 0; docs/log-format.md,
 section 3). Encoded here (`confirmation_record`, for the commit protocol's writers) and decoded
 here (`parse_control_record`, and `Confirmation` for the readers), so both sides keep one format.
+Which data records the confirmations confirm (section 5) is decided here too, once
+(`ConfirmedAttempts`), for every reader and whatever the log system.
 """
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Protocol, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Protocol, Sequence, Tuple
 
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import WriteResult
+from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
 
 Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
 
@@ -110,3 +113,57 @@ class Confirmation:
             ranges = self.offsets if writer is None else {}
         first, last = ranges.get(partition, (1, 0))
         return first <= offset <= last
+
+
+@dataclass(frozen=True)
+class RecordTags:
+    """What a data record's headers say of it (docs/log-format.md, section 2), read once."""
+
+    table: Optional[str]
+    snapshot: int
+    attempt: str
+    writer: Optional[str]  # only the records of a parallel attempt carry one
+
+    @classmethod
+    def of(cls, headers: Optional[Sequence[Tuple[str, bytes]]]) -> "RecordTags":
+        named = {k: v.decode() for k, v in (headers or ())}
+        return cls(named.get(H_TABLE), int(named.get(H_SNAPSHOT) or 0), named.get(H_ATTEMPT, ""),
+                   named.get(H_WRITER))
+
+
+# What a reader does with a data record (ConfirmedAttempts.verdict).
+DELIVER, DROP, HOLD = "deliver", "drop", "hold"
+
+
+class ConfirmedAttempts:
+    """The confirmed attempts of one table's log so far, and the one rule for its data records
+    (docs/log-format.md, section 5): a record is delivered when its attempt is confirmed and its
+    offset lies in that attempt's range for its partition (its own writer's range, for a
+    parallel attempt); dropped when it is another table's, or another attempt of its snapshot
+    or a later snapshot is confirmed; held back otherwise. The reader (records as they come) and
+    logstore_changes (confirmed ranges, in Spark tasks) both ask it, so they deliver the same
+    records. Plain data: it pickles into Spark tasks."""
+
+    def __init__(self, table: Optional[str], confirmations: Iterable[Confirmation] = ()) -> None:
+        self.table = table  # None: every table's records (a topic read without its model)
+        self.attempts: Dict[str, Confirmation] = {}
+        self.newest = 0  # the latest confirmed snapshot of the table
+        for confirmation in confirmations:
+            self.add(confirmation)
+
+    def add(self, confirmation: Confirmation) -> None:
+        """A control record read: the first confirmation of an attempt counts."""
+        if self.table in (None, confirmation.table):
+            self.attempts.setdefault(confirmation.attempt, confirmation)
+            self.newest = max(self.newest, confirmation.snapshot)
+
+    def verdict(self, tags: RecordTags, partition: int, offset: int) -> str:
+        """DELIVER, DROP or HOLD (see the class) for the data record at `partition`, `offset`."""
+        if self.table not in (None, tags.table):
+            return DROP
+        confirmation = self.attempts.get(tags.attempt)
+        if confirmation is not None and confirmation.confirms(partition, offset, tags.writer):
+            return DELIVER
+        if tags.snapshot <= self.newest or confirmation is not None:
+            return DROP  # an attempt that lost: another one of its snapshot won
+        return HOLD  # not confirmed yet

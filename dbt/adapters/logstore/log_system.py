@@ -1,10 +1,13 @@
-"""The pluggable log-system interface. Kafka is the implementation; others plug in by name."""
+"""The pluggable log-system interface, both sides: writing a commit (LogWriter) and reading a
+log (LogReader, LogFeed, records as LogRecord). Kafka is the implementation (the kafka
+sub-package); others plug in by name. Everything above this interface (the commit protocol, the
+reader, status, logstore_changes) names no client library, so it works on any log system."""
 from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.log_config import LogConfig
 
@@ -17,7 +20,7 @@ class WriteResult:
     records: int = 0
     offsets: Dict[int, "tuple[int, int]"] = field(default_factory=dict)
     # Kafka transactions the records took: a long write commits along the way, each
-    # transaction well inside transaction.timeout.ms (see kafka_writer.TransactionClock)
+    # transaction well inside transaction.timeout.ms (see kafka.writer.TransactionClock)
     transactions: int = 1
     longest_transaction_s: float = 0.0  # from its begin to its commit, for the longest one
 
@@ -48,6 +51,80 @@ class LogWriter(ABC):
         """Discard the records of this commit where the log supports it; always release."""
 
 
+class ReaderError(ValueError):
+    """A start point or a read that cannot be served (the message says what is allowed, or
+    why the log could not be read). Raised by the reader and by a log system's read side alike,
+    so readers above catch one type whatever the log system."""
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record as a log system's read side hands it out: no client library's type, so the
+    readers above (and encoding.decode_record, which reads these attribute names) work on any
+    log system. `headers` are (name, bytes) pairs, as written."""
+
+    partition: int
+    offset: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Sequence[Tuple[str, bytes]] = ()
+
+
+class LogFeed(ABC):
+    """A live read of one log: its data partitions from chosen offsets and its control topic
+    from its start, in one session, so a reader sees the confirmations arrive along with the
+    records they confirm (the reader's delivery, which may follow the log forever)."""
+
+    partitions: List[int]
+
+    @abstractmethod
+    def poll(self, timeout_ms: int) -> Tuple[List[LogRecord], Dict[int, List[LogRecord]]]:
+        """The records that came within `timeout_ms`: (control records, data records per
+        partition), each in offset order; both empty when none came."""
+
+    @abstractmethod
+    def position(self, partition: int) -> int:
+        """The offset of the next data record this feed reads in `partition`."""
+
+    @abstractmethod
+    def at_end(self) -> bool:
+        """Every data partition and the control topic read to its current end."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the session."""
+
+
+class LogReader(ABC):
+    """The read side of one log (its topic and control topic): committed records only, so an
+    aborted attempt's records never reach a reader where the log system can tell. Holds no open
+    session (each call opens and closes its own), so it can be shipped to Spark tasks."""
+
+    topic: str
+    address: str  # where the log is, for messages (Kafka: its bootstrap servers)
+
+    @abstractmethod
+    def control_records(self, timeout_seconds: float = 60.0) -> List[LogRecord]:
+        """The control topic from its start to its end, in order: the one scan that recovery,
+        the reader, `status` and logstore_changes() all take their confirmations from. [] when
+        it does not exist; ReaderError when its end is not reached within `timeout_seconds`."""
+
+    @abstractmethod
+    def end_offsets(self) -> Dict[int, int]:
+        """The data partitions, each with the offset after its last committed record; {} when
+        the topic does not exist."""
+
+    @abstractmethod
+    def read_range(self, partition: int, start: int, end: int) -> Iterator[LogRecord]:
+        """The committed data records of one partition with offsets in [start, end), in order
+        (logstore_changes reads a confirmed range so, in a Spark task or in dbt)."""
+
+    @abstractmethod
+    def feed(self, partitions: Sequence[int], from_offsets: Dict[int, int]) -> LogFeed:
+        """A live read of `partitions` (from `from_offsets`; a partition absent from it from
+        its start) and of the control topic from its start."""
+
+
 class LogSystem(ABC):
     name: str
 
@@ -68,12 +145,20 @@ class LogSystem(ABC):
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
         """A writer for one commit; `writer_id` identifies the table (fences older writers)."""
 
+    @abstractmethod
+    def open_reader(self, log: LogConfig) -> LogReader:
+        """The read side of the log (the profile's client properties applied): what recovery,
+        the reader, `status` and logstore_changes() read it through."""
+
 
 _REGISTRY: Dict[str, Callable[[], LogSystem]] = {}
 # The built-in log systems, by the module and class that implement them: imported when first
 # asked for (kafka-python stays off the import path of models without a log), by name, so
 # that this interface never imports its implementations back.
-BUILT_IN = {"kafka": "dbt.adapters.logstore.kafka_log:KafkaLogSystem"}
+BUILT_IN = {"kafka": "dbt.adapters.logstore.kafka.log_system:KafkaLogSystem"}
+# The log system of a log named by its address and topic alone, without a model's config
+# (`dbt-logstore tail TOPIC --bootstrap-servers`, reader.read_changelog).
+DEFAULT_SYSTEM = "kafka"
 
 
 def register(name: str, factory: Callable[[], LogSystem]) -> None:

@@ -8,11 +8,11 @@ elsewhere. A leaf: imports nothing from the package.
 """
 
 # Topics: a log topic's control topic is its name plus this suffix (log_config.control_topic_for;
-# kafka_log creates it, the writers write it, reader and source_changes read it).
+# kafka.log_system creates it, the writers write it, its read side reads it for all readers).
 CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 
-# Kafka transactional ids: this prefix plus the writer id (the writers write with it, kafka_log
-# fences with it); the broker fences an earlier writer of the same id, so a new version must keep it.
+# Kafka transactional ids: this prefix plus the writer id (the writers write with it,
+# kafka.log_system fences with it); the broker fences an earlier writer of the same id, so a new version must keep it.
 TRANSACTIONAL_ID_PREFIX = "dbt-logstore."
 
 
@@ -39,7 +39,7 @@ TASK_PREFIX = "task-"
 
 def task_writer_id(table_writer_id: str, task: int) -> str:
     """The writer id of task `task` of a parallel mirror (commit_protocol writes with it,
-    kafka_log fences it after a crash): a restarted task of the same index uses the same
+    kafka.log_system fences it after a crash): a restarted task of the same index uses the same
     transactional id, so the broker fences its predecessor."""
     return f"{table_writer_id}.{TASK_PREFIX}{task}"
 

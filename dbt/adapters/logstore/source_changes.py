@@ -9,8 +9,9 @@ a recorded position starts from the upstream table itself, as of its current sna
 hybrid read: rows as op 'r', then the log from that snapshot's offsets).
 
 The changes land in a table `<model>` + names.SOURCE_RAW_INFIX + `<upstream>` as JSON images
-(with the Spark session: written by Spark tasks, one per Kafka partition, each reading its
-offset range with kafka-python; with thrift: read by dbt and inserted in batches), and a
+(with the Spark session: written by Spark tasks, one per log partition, each reading its
+offset range through the log system's read side, log_system.LogReader; with thrift: read by
+dbt and inserted in batches), and a
 temporary view parses them into the upstream's columns plus names.VIEW_OP_COLUMN ('r', 'c', 'u',
 'd') and names.VIEW_SNAPSHOT_COLUMN. Deletes carry the old row, everything else the new row.
 """
@@ -20,13 +21,14 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from dbt.adapters.logstore.control_records import DELIVER, ConfirmedAttempts, RecordTags
 from dbt.adapters.logstore.encoding import (
     BARE_ROW, DEFAULT_IMAGES, ENVELOPE, JsonImages, is_tombstone_after_delete, quote_identifier,
     sql_string, value_shape,
 )
+from dbt.adapters.logstore.log_system import LogReader, LogRecord
 from dbt.adapters.logstore.names import (
-    H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER, SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN,
-    VIEW_SNAPSHOT_COLUMN,
+    SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN,
 )
 
 
@@ -64,7 +66,7 @@ class ReadPlan:
     from_snapshot: int
     to_snapshot: int
     ranges: Tuple[Tuple[int, int, int], ...]  # (partition, start, end)
-    attempts: Dict[Tuple[str, Optional[str]], Dict[int, Tuple[int, int]]]  # confirmed (attempt, writer) ranges
+    attempts: ConfirmedAttempts  # the confirmed attempts of the range's snapshots
     hybrid: bool
 
     def position(self, end_offsets: Dict[int, int]) -> SourcePosition:
@@ -85,50 +87,35 @@ def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
         if upstream_snapshot and not end:
             raise ReaderError(f"Upstream {upstream} is at snapshot {upstream_snapshot}, which its "
                               f"log '{topic}' does not confirm; run it (or logstore_recover) first.")
-        return ReadPlan(upstream, topic, 0, upstream_snapshot, (), {}, hybrid=True), dict(end)
+        return ReadPlan(upstream, topic, 0, upstream_snapshot, (), ConfirmedAttempts(upstream),
+                        hybrid=True), dict(end)
     newer = [c for c in confirmations if c.snapshot > position.snapshot]
     if not newer:
-        return ReadPlan(upstream, topic, position.snapshot, position.snapshot, (), {}, False), \
+        return ReadPlan(upstream, topic, position.snapshot, position.snapshot, (),
+                        ConfirmedAttempts(upstream), False), \
             {int(p): o for p, o in position.offsets.items()}
     last = newer[-1]
     start = {int(p): o for p, o in position.offsets.items()}
     ranges = tuple((p, start.get(p, 0), end) for p, end in sorted(last.end_offsets.items())
                    if end > start.get(p, 0))
-    attempts = {writer: ranges for c in newer for writer, ranges in c.ranges().items()}
+    attempts = ConfirmedAttempts(upstream, newer)
     return ReadPlan(upstream, topic, position.snapshot, last.snapshot, ranges, attempts, False), \
         dict(last.end_offsets)
 
 
-def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, end: int,
-               attempts: Dict[Tuple[str, Optional[str]], Dict[int, Tuple[int, int]]], table: str,
-               client_config: Dict[str, Any]) -> Iterator[Tuple[Any, ...]]:
+def read_range(log: LogReader, partition: int, start: int, end: int, attempts: ConfirmedAttempts
+               ) -> Iterator[Tuple[Any, ...]]:
     """The confirmed changes of one partition in [start, end), as raw rows
-    (op, key, image, snapshot, partition, offset). Runs in a Spark task or in dbt."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None,
-                             enable_auto_commit=False, isolation_level="read_committed",
-                             **client_config)
-    try:
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        consumer.seek(tp, start)
-        while consumer.position(tp) < end:
-            for msg in consumer.poll(timeout_ms=500).get(tp, []):
-                if msg.offset >= end:
-                    break
-                headers = {k: v.decode() for k, v in (msg.headers or [])}
-                if headers.get(H_TABLE) != table or is_tombstone_after_delete(msg.headers):
-                    continue  # another table's, or a repeat of the delete before it
-                writer = (headers.get(H_ATTEMPT, ""), headers.get(H_WRITER))
-                first, last = attempts.get(writer, {}).get(partition, (1, 0))
-                if first <= msg.offset <= last:
-                    yield _raw_row(msg, int(headers.get(H_SNAPSHOT) or 0))
-    finally:
-        consumer.close()
+    (op, kind, key, value, snapshot, partition, offset). Runs in a Spark task or in dbt."""
+    for record in log.read_range(partition, start, end):
+        tags = RecordTags.of(record.headers)
+        # a tombstone after a delete repeats the delete before it: not a change of its own
+        if attempts.verdict(tags, partition, record.offset) == DELIVER \
+                and not is_tombstone_after_delete(record.headers):
+            yield _raw_row(record, tags.snapshot)
 
 
-def _raw_row(msg: Any, snapshot: int) -> Tuple[Any, ...]:
+def _raw_row(msg: LogRecord, snapshot: int) -> Tuple[Any, ...]:
     """The record's own JSON text is kept (Spark parses it with the upstream's types, so
     decimals keep their digits); `kind` (encoding.value_shape) says where the row image is:
     ENVELOPE in the envelope (before for deletes, after otherwise), BARE_ROW the value is the
@@ -140,17 +127,16 @@ def _raw_row(msg: Any, snapshot: int) -> Tuple[Any, ...]:
     return (op, kind, key, value, snapshot, msg.partition, msg.offset)
 
 
-def raw_rows_in_spark(spark: Any, plan: ReadPlan, bootstrap_servers: str,
-                      client_config: Dict[str, Any]) -> Any:
-    """A DataFrame of the plan's raw rows, read by Spark tasks: one per partition range."""
+def raw_rows_in_spark(spark: Any, plan: ReadPlan, log: LogReader) -> Any:
+    """A DataFrame of the plan's raw rows, read by Spark tasks: one per partition range (the
+    log's read side, which holds no session, is shipped to them)."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    topic, table, attempts = plan.topic, plan.upstream, plan.attempts
+    attempts = plan.attempts
 
     def read(ranges: Iterator[Tuple[int, int, int]]) -> Iterator[Tuple[Any, ...]]:
         for partition, start, end in ranges:
-            yield from read_range(bootstrap_servers, topic, partition, start, end, attempts,
-                                  table, client_config)
+            yield from read_range(log, partition, start, end, attempts)
 
     schema = StructType([StructField("op", StringType()), StructField("kind", StringType()),
                          StructField("key", StringType()), StructField("value", StringType()),

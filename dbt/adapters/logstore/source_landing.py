@@ -12,9 +12,9 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import commit_protocol, leftovers, names, source_changes, table_formats
 from dbt.adapters.logstore.catalog import Catalog, logger
-from dbt.adapters.logstore.kafka_config import consumer_config
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
+from dbt.adapters.logstore.log_system import LogReader
 from dbt.adapters.logstore.row_source import active_spark
 
 
@@ -53,7 +53,7 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     `drop_after` as soon as it exists (as dbt's post-model hook drops it: a table's name, or
     'view <name>'), failure or not. A run from reduced inputs (run_modes.py) lands no change and
     moves no position: the view has the columns and no rows."""
-    from dbt.adapters.logstore.reader import ChangelogReader, ReaderError
+    from dbt.adapters.logstore.reader import ChangelogReader, ReaderError, open_log
 
     upstream_id = f"{upstream_relation.schema}.{upstream_relation.identifier}"
     existing = catalog.sibling(this_relation, this_relation.identifier)
@@ -67,8 +67,7 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
                              upstream_log, drop_after)
         logger.info(f"{log.model}: reading no changes of {upstream_log.model} (reduced inputs)")
         return Landed(view, this_props.get(names.SOURCES) or source_changes.dump_sources(sources))
-    reader = ChangelogReader(str(upstream_log.bootstrap_servers), str(upstream_log.topic),
-                             upstream_id, **consumer_config(upstream_log))
+    reader = ChangelogReader(open_log(upstream_log), upstream_id)
     upstream_props = catalog.properties(upstream_relation)
     upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
     try:
@@ -89,7 +88,7 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
             raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
                                   f"committed while it was read; run again.")
     elif plan.ranges:
-        _land_ranges(catalog, handle, plan, str(raw), upstream_log)
+        _land_ranges(catalog, handle, plan, str(raw), reader.log)
     view = _changes_view(catalog, this_relation, upstream_relation, raw, columns, normalize,
                          upstream_log, drop_after)
     sources[upstream_id] = plan.position(end)
@@ -122,17 +121,13 @@ def _changes_view(catalog: Catalog, this_relation: Any, upstream_relation: Any, 
 
 
 def _land_ranges(catalog: Catalog, handle: Any, plan: source_changes.ReadPlan, raw: str,
-                 upstream_log: LogConfig) -> None:
-    config = consumer_config(upstream_log)
+                 log: LogReader) -> None:
     spark = active_spark(handle)
     if spark is not None:  # Spark tasks, one per partition range
-        source_changes.raw_rows_in_spark(spark, plan, str(upstream_log.bootstrap_servers),
-                                         config).write.insertInto(raw)
+        source_changes.raw_rows_in_spark(spark, plan, log).write.insertInto(raw)
         return
     # thrift: dbt reads the ranges and inserts them in batches
     rows = itertools.chain.from_iterable(
-        source_changes.read_range(str(upstream_log.bootstrap_servers), plan.topic, p, a, b,
-                                  plan.attempts, plan.upstream, config)
-        for p, a, b in plan.ranges)
+        source_changes.read_range(log, p, a, b, plan.attempts) for p, a, b in plan.ranges)
     for statement in source_changes.insert_batches_sql(raw, rows):
         catalog.run(statement)

@@ -13,9 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
 from dbt.adapters.logstore import commit_protocol, names
-from dbt.adapters.logstore.kafka_config import consumer_config
 from dbt.adapters.logstore.project import DbtProject, LoggedModel
-from dbt.adapters.logstore.reader import ChangelogReader
+from dbt.adapters.logstore.reader import ChangelogReader, open_log
 from dbt.adapters.logstore.replay import Replica
 
 
@@ -42,8 +41,7 @@ class ModelStatus:
 def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) -> ModelStatus:
     log = model.log
     status = ModelStatus(model.name, model.relation, str(log.topic))
-    reader = ChangelogReader(str(log.bootstrap_servers), str(log.topic), model.table_id,
-                             **consumer_config(log))
+    reader = ChangelogReader(open_log(log), model.table_id)
     confirmations = reader.confirmations()
     if confirmations:
         last = confirmations[-1]

@@ -1,4 +1,4 @@
-"""What both Kafka writers (kafka_python_writer, confluent_writer) share: where a record goes
+"""What both Kafka writers (python_writer, confluent_writer) share: where a record goes
 and when a long transactional write commits along the way."""
 from __future__ import annotations
 

@@ -1,27 +1,25 @@
 """The Kafka log system: the topics (created, checked), finding an attempt's confirmation after a
-crash, and a writer per commit on the profile's Kafka client (kafka_python_writer,
-confluent_writer; their settings in kafka_config)."""
+crash, a writer per commit on the profile's Kafka client (python_writer, confluent_writer;
+their settings in config) and the read side (reading)."""
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.control_records import parse_control_record
-from dbt.adapters.logstore.kafka_config import (
-    ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config, consumer_config,
-)
-from dbt.adapters.logstore.kafka_errors import bridge_kafka_logs, kafka_failure
+from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
+from dbt.adapters.logstore.kafka.errors import bridge_kafka_logs, kafka_failure
+from dbt.adapters.logstore.kafka.reading import KafkaLogReader
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
-from dbt.adapters.logstore.log_system import LogSystem, LogWriter
+from dbt.adapters.logstore.log_system import LogReader, LogSystem, LogWriter, ReaderError
 from dbt.adapters.logstore.names import task_writer_id, transactional_id
 
 bridge_kafka_logs()  # kafka-python's log lines go to dbt's debug log, not the console
 
 
 def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
-    """The log cannot be used: the cause in plain words (kafka_errors.py)."""
+    """The log cannot be used: the cause in plain words (errors.py)."""
     return kafka_failure(log.model, log.bootstrap_servers, exc)
 
 
@@ -107,10 +105,9 @@ class KafkaLogSystem(LogSystem):
         return len(description["partitions"])
 
     def find_confirmation(self, log: LogConfig, table_id: str, changeset: str) -> Optional[Dict[str, Any]]:
-        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+        from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
-        config = consumer_config(log)
         try:
             if log.transactional:
                 # Fence the crashed writer first: its open transaction is aborted, so it can
@@ -124,43 +121,27 @@ class KafkaLogSystem(LogSystem):
                         fence.init_transactions()
                     finally:
                         fence.close()
-            consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
-                                     isolation_level="read_committed",
-                                     bootstrap_servers=client_config(log, ADMIN_DEFAULTS)["bootstrap_servers"],
-                                     **config)
         except KafkaError as exc:
             raise _unreachable(log, exc) from exc
-        found = None
         try:
-            partition = TopicPartition(control_topic_for(str(log.topic)), 0)
-            consumer.assign([partition])
-            consumer.seek_to_beginning(partition)
-            idle, deadline = 0, time.monotonic() + 60
-            while idle < 3:  # read to the end: three empty polls past the high watermark
-                if time.monotonic() > deadline:
-                    raise DbtRuntimeError(
-                        f"Model '{log.model}': could not read the control topic "
-                        f"'{control_topic_for(str(log.topic))}' to its end within 60 s")
-                try:
-                    batches = consumer.poll(timeout_ms=300)
-                except KafkaError as exc:
-                    raise _unreachable(log, exc) from exc
-                for record in batches.get(partition, []):
-                    value = parse_control_record(record.value)
-                    if value.get("table") == table_id and value.get("changeset") == changeset:
-                        found = value
-                highwater = consumer.highwater(partition)  # None until the first fetch answers
-                caught_up = highwater is not None and consumer.position(partition) >= highwater
-                idle = idle + 1 if (not batches and caught_up) else 0
-        finally:
-            consumer.close()
+            records = self.open_reader(log).control_records()
+        except ReaderError as exc:  # already in plain words, naming the model
+            raise DbtRuntimeError(str(exc)) from exc
+        found = None
+        for record in records:  # the last matching attempt: a retry's confirmation is later
+            value = parse_control_record(record.value)
+            if value.get("table") == table_id and value.get("changeset") == changeset:
+                found = value
         return found
 
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
         if log.client == "confluent":
-            from dbt.adapters.logstore.confluent_writer import ConfluentLogWriter
+            from dbt.adapters.logstore.kafka.confluent_writer import ConfluentLogWriter
 
             return ConfluentLogWriter(log, writer_id)
-        from dbt.adapters.logstore.kafka_python_writer import KafkaLogWriter
+        from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
 
         return KafkaLogWriter(log, writer_id)
+
+    def open_reader(self, log: LogConfig) -> LogReader:
+        return KafkaLogReader(log)

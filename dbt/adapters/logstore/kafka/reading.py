@@ -1,0 +1,170 @@
+"""The Kafka log system's read side (log_system.LogReader): the one place that builds consumers
+(read_committed, with the profile's client properties), scans a control topic to its end, reads
+a partition's offset range and feeds a live read. Records leave here as log_system.LogRecord,
+kafka-python's errors as ReaderError in plain words (errors.kafka_failure), so nothing above
+needs kafka-python's types."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+
+from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, client_config, consumer_config
+from dbt.adapters.logstore.kafka.errors import kafka_failure
+from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
+from dbt.adapters.logstore.log_system import LogFeed, LogReader, LogRecord, ReaderError
+
+POLL_MS = 200
+# Read to the end: this many empty polls in a row once every partition is at its high
+# watermark (which is unknown until the first fetch answers: not being at the end yet).
+END_POLLS = 3
+
+
+def _record(msg: Any) -> LogRecord:
+    return LogRecord(msg.partition, msg.offset, msg.key, msg.value, tuple(msg.headers or ()))
+
+
+def _caught_up(consumer: Any, partitions: Sequence[Any]) -> bool:
+    return all(consumer.highwater(tp) is not None  # None until the first fetch answers
+               and consumer.position(tp) >= consumer.highwater(tp) for tp in partitions)
+
+
+class KafkaLogReader(LogReader):
+    """A log's topic and control topic on Kafka. Keeps only settings (no consumer) between
+    calls, so it pickles into Spark tasks."""
+
+    def __init__(self, log: LogConfig) -> None:
+        self.model, self.address = log.model, str(log.bootstrap_servers)
+        self.topic = str(log.topic)
+        self.control_topic = control_topic_for(self.topic)
+        servers = client_config(log, ADMIN_DEFAULTS)["bootstrap_servers"]
+        self.config: Dict[str, Any] = {**consumer_config(log), "bootstrap_servers": servers}
+
+    def failure(self, exc: BaseException) -> ReaderError:
+        """A client error, in plain words (kafka-python's recent warnings name the cause)."""
+        return ReaderError(kafka_failure(self.model, self.address, exc).msg)
+
+    def consumer(self) -> Any:
+        """The one consumer this log system reads with: assigned partitions (no group join: no
+        rebalance, no offsets committed), committed records only (an aborted attempt's records
+        never arrive), from the earliest record kept when a position is out of range."""
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        try:
+            return KafkaConsumer(group_id=None, enable_auto_commit=False,
+                                 isolation_level="read_committed", auto_offset_reset="earliest",
+                                 **self.config)
+        except KafkaError as exc:
+            raise self.failure(exc) from exc
+
+    def control_records(self, timeout_seconds: float = 60.0) -> List[LogRecord]:
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        consumer = self.consumer()
+        try:
+            if not consumer.partitions_for_topic(self.control_topic):
+                return []
+            control = TopicPartition(self.control_topic, 0)
+            consumer.assign([control])
+            consumer.seek_to_beginning(control)
+            found: List[LogRecord] = []
+            idle, deadline = 0, time.monotonic() + timeout_seconds
+            while idle < END_POLLS:
+                if time.monotonic() > deadline:
+                    raise ReaderError(
+                        f"Model '{self.model}': could not read the control topic "
+                        f"'{self.control_topic}' to its end within {timeout_seconds:.0f} s")
+                batches = consumer.poll(timeout_ms=POLL_MS)
+                found.extend(_record(msg) for msg in batches.get(control, []))
+                idle = idle + 1 if (not batches and _caught_up(consumer, [control])) else 0
+            return found
+        except KafkaError as exc:
+            raise self.failure(exc) from exc
+        finally:
+            consumer.close()
+
+    def end_offsets(self) -> Dict[int, int]:
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        consumer = self.consumer()
+        try:
+            partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
+            ends = consumer.end_offsets([TopicPartition(self.topic, p) for p in partitions]) \
+                if partitions else {}
+            return {tp.partition: int(offset) for tp, offset in ends.items()}
+        except KafkaError as exc:
+            raise self.failure(exc) from exc
+        finally:
+            consumer.close()
+
+    def read_range(self, partition: int, start: int, end: int) -> Iterator[LogRecord]:
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        consumer = self.consumer()
+        try:
+            tp = TopicPartition(self.topic, partition)
+            consumer.assign([tp])
+            consumer.seek(tp, start)
+            while consumer.position(tp) < end:
+                for msg in consumer.poll(timeout_ms=500).get(tp, []):
+                    if msg.offset >= end:
+                        break
+                    yield _record(msg)
+        except KafkaError as exc:
+            raise self.failure(exc) from exc
+        finally:
+            consumer.close()
+
+    def feed(self, partitions: Sequence[int], from_offsets: Dict[int, int]) -> LogFeed:
+        from kafka import TopicPartition
+
+        consumer = self.consumer()
+        try:
+            data = [TopicPartition(self.topic, p) for p in partitions]
+            control = TopicPartition(self.control_topic, 0)
+            consumer.assign(data + [control])
+            consumer.seek_to_beginning(control)
+            for tp in data:
+                if from_offsets.get(tp.partition) is not None:
+                    consumer.seek(tp, from_offsets[tp.partition])
+                else:
+                    consumer.seek_to_beginning(tp)
+        except BaseException:
+            consumer.close()
+            raise
+        return KafkaFeed(consumer, data, control, self.failure)
+
+
+class KafkaFeed(LogFeed):
+    """One consumer assigned the data partitions and the control topic: the reader's live
+    read (reader.ChangelogReader)."""
+
+    def __init__(self, consumer: Any, data: List[Any], control: Any,
+                 failure: Callable[[BaseException], ReaderError]) -> None:
+        self._consumer, self._data, self._control, self._failure = consumer, data, control, failure
+        self._by_partition = {tp.partition: tp for tp in data}
+        self.partitions = [tp.partition for tp in data]
+
+    def poll(self, timeout_ms: int) -> Tuple[List[LogRecord], Dict[int, List[LogRecord]]]:
+        from kafka.errors import KafkaError
+
+        try:
+            batches = self._consumer.poll(timeout_ms=timeout_ms)
+        except KafkaError as exc:
+            raise self._failure(exc) from exc
+        control = [_record(msg) for msg in batches.get(self._control, [])]
+        data = {tp.partition: [_record(msg) for msg in batches[tp]]
+                for tp in self._data if batches.get(tp)}
+        return control, data
+
+    def position(self, partition: int) -> int:
+        return self._consumer.position(self._by_partition[partition])
+
+    def at_end(self) -> bool:
+        return _caught_up(self._consumer, self._data + [self._control])
+
+    def close(self) -> None:
+        self._consumer.close()
