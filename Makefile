@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install jars bench bench-diff bench-formats soak clean
+.PHONY: demo test test-cluster unit functional install jars postgres bench bench-diff bench-formats soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -34,8 +34,10 @@ $(FLINK_STAMP):
 
 # The jars, resolved by Maven from Maven Central into .jars/<name> (pinned in jars/<name>/pom.xml):
 # Apache Kafka's broker (tests/kafka_cluster.py), Spark's Kafka source, Flink's Kafka connector,
-# the Iceberg and Delta runtimes (on the tests' Spark class path: tests/table_formats.py).
-JAR_SETS  := kafka spark-kafka flink-kafka iceberg delta
+# the Iceberg and Delta runtimes (on the tests' Spark class path: tests/table_formats.py),
+# Kafka Connect's worker and Debezium's JDBC sink, a plugin in the worker's plugin.path
+# .jars/connect-plugins (tests/kafka_connect.py).
+JAR_SETS  := kafka spark-kafka flink-kafka iceberg delta connect connect-plugins/debezium-jdbc
 JARS_STAMP := .jars/.installed
 $(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml)
 	for j in $(JAR_SETS); do rm -rf .jars/$$j && \
@@ -44,6 +46,16 @@ $(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml)
 	touch $(JARS_STAMP)
 
 jars: $(JARS_STAMP)
+
+# PostgreSQL, the target of the Kafka Connect JDBC sink test (tests/postgres.py starts a throwaway
+# server from these binaries): Debian's `postgresql` package, installed only when no server is
+# found under /usr/lib/postgresql (with sudo when not root).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+		echo "Installing Debian's postgresql package (tests/postgres.py)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
 demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
@@ -55,7 +67,7 @@ demo: $(STAMP)
 # test (tests/functional/test_local_cluster.py, three JVMs) is part of it.
 # --no-loadscope-reorder: files go out in tests/conftest.py's order, longest first; xdist's
 # own order (most tests first) started the one-test fault files last, alone at the end.
-test: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP)
+test: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
 	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m tests.kafka_cluster run -- \
 		$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
@@ -77,7 +89,7 @@ soak: $(STAMP) $(JARS_STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
 
-functional: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP)
+functional: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
 	$(FLINK_ENV) $(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests/functional -q
 
 # The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of

@@ -15,3 +15,26 @@ def flink_decoder(tmp_path_factory):
         yield decoder
     finally:
         decoder.close()
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    """A throwaway PostgreSQL server on loopback for the module (tests/postgres.py)."""
+    from tests.postgres import PostgresServer
+
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def kafka_connect(kafka_bootstrap_servers, request):
+    """A Kafka Connect worker (standalone, Debezium's JDBC sink in its plugin.path) on the
+    module's broker (tests/kafka_connect.py). When a test of the module failed, its files
+    (connect.log) are kept and their directory printed."""
+    from tests.kafka_connect import KafkaConnectWorker
+
+    failed_before = request.session.testsfailed
+    with KafkaConnectWorker(kafka_bootstrap_servers) as worker:
+        yield worker
+        if request.session.testsfailed > failed_before:
+            worker.failed = True
