@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore.control_records import Confirmation
-from dbt.adapters.logstore.encoding import decode_record, is_tombstone_after_delete
+from dbt.adapters.logstore.formats import decode_record, is_tombstone_after_delete
 from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
 from dbt.adapters.logstore.replay import ChangeRecord, Normalizer
 

@@ -20,10 +20,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from dbt.adapters.logstore.encoding import (
-    BARE_ROW, DEFAULT_IMAGES, ENVELOPE, JsonImages, is_tombstone_after_delete, quote_identifier,
-    sql_string, value_shape,
-)
+from dbt.adapters.logstore.formats import BARE_ROW, ENVELOPE, is_tombstone_after_delete, value_shape
+from dbt.adapters.logstore.json_images import DEFAULT_IMAGES, JsonImages, quote_identifier, sql_string
 from dbt.adapters.logstore.names import (
     H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER, SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN,
     VIEW_SNAPSHOT_COLUMN,
@@ -130,7 +128,7 @@ def read_range(bootstrap_servers: str, topic: str, partition: int, start: int, e
 
 def _raw_row(msg: Any, snapshot: int) -> Tuple[Any, ...]:
     """The record's own JSON text is kept (Spark parses it with the upstream's types, so
-    decimals keep their digits); `kind` (encoding.value_shape) says where the row image is:
+    decimals keep their digits); `kind` (formats.value_shape) says where the row image is:
     ENVELOPE in the envelope (before for deletes, after otherwise), BARE_ROW the value is the
     row (an upsert), TOMBSTONE only the key's columns are known. The value is parsed once, for
     its op."""
