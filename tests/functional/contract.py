@@ -39,7 +39,11 @@ class Message:
 
     @property
     def envelope(self) -> Dict[str, Any]:
-        return json.loads(self.value, parse_float=Decimal)
+        """The change event (unwrapped from Kafka Connect's {"schema", "payload"} if wrapped)."""
+        event = json.loads(self.value, parse_float=Decimal)
+        if isinstance(event, dict) and set(event) == {"schema", "payload"}:
+            return event["payload"]
+        return event
 
     @property
     def op(self) -> str:
@@ -351,3 +355,38 @@ def assert_contract_rows(bootstrap_servers: str, topic: str, types: Dict[str, st
 
 def table_properties(relation: str) -> Dict[str, str]:
     return {r[0]: r[1] for r in spark().sql(f"show tblproperties {relation}").collect()}
+
+
+def assert_transaction_metadata(bootstrap_servers: str, topic: str, transaction_topic: str,
+                                where: str) -> int:
+    """Debezium's transaction metadata against the confirmed log, read independently of the
+    package: every confirmed attempt has exactly one BEGIN and one END (read_committed: a killed
+    attempt's are never visible), END's event_count and data_collections count the attempt's
+    change events (not the tombstones after deletes), whose blocks number them 1..n in order;
+    no other transaction appears. Returns how many transactions were checked."""
+    confirmations = [json.loads(m.value) for m in read_topic(bootstrap_servers, topic + "__logstore_commits")]
+    events: Dict[str, List[Dict[str, Any]]] = {}
+    for m in confirmed(bootstrap_servers, topic, read_topic(bootstrap_servers, topic)):
+        if m.value is not None:
+            events.setdefault(m.header("logstore.attempt"), []).append(m.envelope)
+    seen: Dict[str, List[str]] = {}
+    ends: Dict[str, Dict[str, Any]] = {}
+    for m in read_topic(bootstrap_servers, transaction_topic):
+        event = json.loads(m.value)
+        event = event["payload"] if set(event) == {"schema", "payload"} else event
+        seen.setdefault(event["id"], []).append(event["status"])
+        if event["status"] == "END":
+            ends[event["id"]] = event
+    attempts = [c["attempt"] for c in confirmations]
+    assert sorted(seen) == sorted(attempts), (
+        f"{where}: transactions {sorted(seen)} on {transaction_topic}, confirmed attempts {sorted(attempts)}")
+    for attempt in attempts:
+        assert seen[attempt] == ["BEGIN", "END"], f"{where}: attempt {attempt}: {seen[attempt]}"
+        mine = events.get(attempt, [])
+        assert ends[attempt]["event_count"] == len(mine), (
+            f"{where}: END of {attempt} counts {ends[attempt]['event_count']} events, the log holds {len(mine)}")
+        assert [c["event_count"] for c in ends[attempt]["data_collections"]] == [len(mine)]
+        assert [e["transaction"] for e in mine] == [
+            {"id": attempt, "total_order": n, "data_collection_order": n} for n in range(1, len(mine) + 1)], \
+            f"{where}: the blocks of {attempt} do not number its events in order"
+    return len(attempts)

@@ -40,9 +40,14 @@ def _changes_view(rows, name="codec_changes"):
     return name
 
 
-def _attempt(**options):
+CONNECT = {"log.format.schema-include": "true"}
+TRANSACTIONS = {"log.transaction-metadata": "true"}
+COLUMNS = (("id", "int"), ("v", "string"), ("u", "string"))
+
+
+def _attempt(snapshot_read=False, **options):
     log = LogConfig(model="m", system="kafka", topic="t", bootstrap_servers="x:1", **options)
-    return Attempt.new(log, TABLE, Snapshot(), "cs-1")
+    return Attempt.new(log, TABLE, Snapshot(), "cs-1", columns=COLUMNS, snapshot_read=snapshot_read)
 
 
 @pytest.mark.parametrize("options, rows", [
@@ -51,7 +56,13 @@ def _attempt(**options):
     ({"unique_key": ("id",), "changelog_mode": "upsert", "format": "json"}, ROWS),
     ({}, KEYLESS_ROWS),
     ({"format": "json"}, [r for r in KEYLESS_ROWS if r[0] == "c"]),
-], ids=["debezium-all-keyed", "debezium-upsert", "json-upsert", "debezium-all-keyless", "json-all"])
+    ({"unique_key": ("id",), "format_options": CONNECT}, ROWS),
+    ({"unique_key": ("id",), "changelog_mode": "upsert", "format": "json", "format_options": CONNECT}, ROWS),
+    ({"format_options": CONNECT}, KEYLESS_ROWS),
+    ({"unique_key": ("id",), "format_options": {**CONNECT, **TRANSACTIONS}, "snapshot_read": True},
+     [r for r in ROWS if r[0] == "c"]),
+], ids=["debezium-all-keyed", "debezium-upsert", "json-upsert", "debezium-all-keyless", "json-all",
+        "connect-debezium", "connect-json-upsert", "connect-keyless", "connect-snapshot-read"])
 def test_spark_renders_the_reference_records(options, rows):
     attempt = _attempt(**options)
     rendered = spark().sql(attempt.records_sql(_changes_view(rows))).collect()
@@ -134,3 +145,31 @@ def test_a_table_the_mirror_reads_crosses_one_small_file_at_a_time(monkeypatch, 
     assert session.table("codec.readable").rdd.getNumPartitions() < planned  # packed otherwise
     assert session.conf.get("spark.sql.files.openCostInBytes", None) == before
     session.sql("drop table codec.readable")
+
+
+def test_connect_images_carry_connect_temporals():
+    """With Kafka Connect's envelope a top-level date is its epoch day and a timestamp_ntz its
+    epoch microseconds, whatever the session time zone; timestamps are ISO-8601 instants."""
+    from dbt.adapters.logstore.json_images import JsonImages
+
+    session = spark()
+    images = JsonImages("ISO-8601", epoch_temporals=True)
+    columns = ["d", "ntz", "ts", "n", "nested"]
+    types = ["date", "timestamp_ntz", "timestamp", "decimal(5,2)", "struct<d:date>"]
+    sql = images.object_sql(columns, types=types)
+    before = session.conf.get("spark.sql.session.timeZone")
+    session.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        rows = session.sql(
+            f"select {sql} from (select date'1969-12-31' as d, "
+            f"timestamp_ntz'2024-03-10 02:30:00.123456' as ntz, "
+            f"timestamp'2024-05-01 10:00:00.5 UTC' as ts, cast(-1.5 as decimal(5,2)) as n, "
+            f"named_struct('d', date'2024-01-02') as nested union all "
+            f"select null, null, null, null, null)").collect()
+    finally:
+        session.conf.set("spark.sql.session.timeZone", before)
+    import json
+    first, second = (json.loads(r[0]) for r in rows)
+    assert first == {"d": -1, "ntz": 1710037800123456, "ts": "2024-05-01T10:00:00.500000Z",
+                     "n": -1.5, "nested": {"d": "2024-01-02"}}
+    assert second == {c: None for c in columns}

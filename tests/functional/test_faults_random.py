@@ -1,11 +1,13 @@
 """Crash-proof at any instant: `dbt build` of a logged seed and five logged models (keyed
-3-partition table, keyless table, incremental append, an eventual table written by 2 Spark tasks,
+3-partition table with Debezium's transaction metadata, keyless table in Kafka Connect's schema
+envelope, incremental append, an eventual table written by 2 Spark tasks,
 a microbatch model of three daily batches over the seed) is killed with SIGKILL,
 its whole process group (dbt and the Spark JVM it started: the session method), at a random
 moment; then a normal run recovers. After each round, checked independently of the package's
 reader (docs/log-format.md, tests/functional/contract.py):
 - the confirmed records replay to each table (read from its files);
 - every snapshot is confirmed once, in order;
+- the keyed table's BEGIN/END events pair up with its confirmed attempts and count their events;
 - each table records the snapshot and end offsets of its log's last confirmation (from the
   run's results, and from the tables' properties every tenth round and at the end);
 - nothing of the protocol (`__logstore_*` tables or directories) is left.
@@ -28,21 +30,25 @@ from typing import Dict, List
 
 import pytest
 
-from tests.functional.contract import canonical, read_table_files, replay_confirmed, wait_for_confirmations
+from tests.functional.contract import (
+    assert_transaction_metadata, canonical, read_table_files, replay_confirmed, wait_for_confirmations,
+)
 from tests.functional.fault_project import write_project
 from tests.table_formats import SESSION_SETTINGS
 
 pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
 
+# with Debezium's transaction metadata (BEGIN/END checked against the confirmed log)
 KEYED = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=3,
-          kafka_topic='keyed_' ~ var('suffix')) }}
+          log_transaction_metadata=true, kafka_topic='keyed_' ~ var('suffix')) }}
 select id, concat('v', cast((id * {{ var('step') }}) % 7 as string)) as version
 from range({{ var('step') }} % 5, 40 + {{ var('step') }} % 9) as r(id)
 """
+# in Kafka Connect's schema envelope
 KEYLESS = """
 {{ config(materialized='table', log_system='kafka', log_system_partitions=2,
-          kafka_topic='keyless_' ~ var('suffix')) }}
+          log_format_schema_include=true, kafka_topic='keyless_' ~ var('suffix')) }}
 select id % 6 as bucket, cast({{ var('step') }} % 3 as int) as phase
 from range(30 + {{ var('step') }} % 4) as r(id)
 """
@@ -209,6 +215,8 @@ class RandomKills:
             replayed = replay_confirmed(self.bootstrap, topic, types, table, timeout_seconds=15)
             assert replayed == table, (f"{where}: replay differs\n only in log: {replayed - table}\n"
                                        f" only in table: {table - replayed}")
+            if model == "keyed":
+                assert_transaction_metadata(self.bootstrap, topic, topic + ".transaction", where)
         left = sorted(p.name for p in self.warehouse.iterdir() if "__logstore_" in p.name)
         assert not left, f"{context} (seed {self.seed}): left behind: {left}"
 

@@ -26,7 +26,7 @@ from dbt.tests.util import run_dbt
 from tests.functional.contract import (
     Message, canonical, spark, table_properties, table_state,
 )
-from tests.functional.flink_peer import (
+from tests.functional.flink_peer import (  # noqa: F401
     Case, FlinkDecoder, apply_changelog, apply_upsert, canonical_rows, confirmed_log, debezium_case,
     decoded, differences, expected_kinds, flink_columns, flink_python, model_sql, sql, upsert_cases,
     write_lines,
@@ -362,6 +362,100 @@ class TestSessionTimeZone:
                          f"from {project.test_schema}.zoned where id = 1").collect()[0]
         assert at.u == int(datetime(2018, 12, 1, 12, 0, 0, 1, tzinfo=timezone.utc).timestamp())
         check_debezium(flink, tmp_path, "zone", snapshots, ["+I", "-U", "+U", "-D"])
+
+
+# --- 8. Kafka Connect's schema envelope (log.format.schema-include) ---------------------------
+
+CONNECTED = {"id": "int", "name": "string", "amount": "decimal(12,3)", "day": "date",
+             "at": "timestamp", "at_ntz": "timestamp_ntz", "flag": "boolean", "big": "bigint",
+             "tags": "array<string>", "pair": "struct<a:int,seen:date>"}
+CONNECTED_ROW = {"name": "ä 🚀", "amount": "-12.500", "day": "1969-12-31", "at": "2024-03-31 01:30:00.000001",
+                 "at_ntz": "2024-03-10 02:30:00.123456", "flag": "true", "big": "-9000000000",
+                 "tags": sql("array('x', null)"), "pair": sql("named_struct('a', 1, 'seen', date'2024-01-02')")}
+CONNECTED_STEPS = {
+    1: [dict(CONNECTED_ROW, id="1"), dict(CONNECTED_ROW, id="2", day="2000-02-29"), {"id": "3"}],
+    # 1 updated, 2 deleted, 3 same, 4 new
+    2: [dict(CONNECTED_ROW, id="1", amount="0.001", at_ntz="1900-01-01 00:00:00"), {"id": "3"},
+        dict(CONNECTED_ROW, id="4", name=None)],
+}
+# Connect's temporal types are numbers in the payload: Flink reads them as such
+EPOCH_TYPES = {"date": "INT", "timestamp_ntz": "BIGINT"}
+
+
+def _connect_columns(types: Dict[str, str]):
+    return [(name, EPOCH_TYPES.get(t, flink_columns({name: t})[0][1])) for name, t in types.items()]
+
+
+def _from_epochs(row: dict, types: Dict[str, str]) -> dict:
+    """Connect's epoch day and Debezium's epoch microseconds back as a date and a wall clock."""
+    from datetime import timedelta
+
+    out = dict(row)
+    for name, t in types.items():
+        if out.get(name) is not None and t == "date":
+            out[name] = date(1970, 1, 1) + timedelta(days=int(out[name]))
+        elif out.get(name) is not None and t == "timestamp_ntz":
+            out[name] = datetime(1970, 1, 1) + timedelta(microseconds=int(out[name]))
+    return out
+
+
+class TestConnectEnvelope:
+    """Key and value wrapped in Kafka Connect's {"schema", "payload"} envelope: Flink's
+    debezium-json with 'debezium-json.schema-include' reads the Debezium log, Flink's json over
+    the payload reads the upsert log; both end with the table's rows. Each record's schema is
+    the table's, by JsonConverter's rules."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "connected.sql": model_sql(
+                "materialized='table', unique_key='id', "
+                "**{'log.system': 'kafka', 'log.format.schema-include': true}", CONNECTED, CONNECTED_STEPS),
+            "connected_upsert.sql": model_sql(
+                "materialized='table', unique_key='id', **{'log.system': 'kafka', 'log.format': 'json', "
+                "'log.changelog-mode': 'upsert', 'log.format.schema-include': true}", CONNECTED, CONNECTED_STEPS),
+        }
+
+    def test_connect_envelope_decodes(self, project, kafka_bootstrap_servers, flink, tmp_path):
+        debezium = run_steps(project, kafka_bootstrap_servers, "connected", [1, 2])
+        upsert = run_steps(project, kafka_bootstrap_servers, "connected_upsert", [1, 2])
+        first = json.loads(debezium[0].messages[0].value)
+        assert set(first) == {"schema", "payload"} and first["payload"]["op"] == "c"
+        after = {f["field"]: f for f in first["schema"]["fields"][1]["fields"]}
+        assert after["day"]["name"] == "org.apache.kafka.connect.data.Date"
+        assert after["amount"]["parameters"] == {"scale": "3", "connect.decimal.precision": "12"}
+        assert json.loads(debezium[0].messages[0].key)["schema"]["name"].endswith(".Key")
+        options = {"debezium-json.schema-include": "true", "debezium-json.timestamp-format.standard": "ISO-8601"}
+        cases = []
+        for snap in debezium:
+            path = write_lines(tmp_path / f"connect.step{snap.step}.jsonl", (m.value for m in snap.messages))
+            cases.append(Case(f"connect.step{snap.step}", "debezium-json", _connect_columns(CONNECTED), path, options))
+        payload_row = "ROW<" + ", ".join(f"`{n}` {t}" for n, t in _connect_columns(CONNECTED)) + ">"
+        for snap in upsert:
+            path = write_lines(tmp_path / f"connect-upsert.step{snap.step}.jsonl",
+                               (m.value for m in snap.messages if m.value is not None))
+            cases.append(Case(f"connect-upsert.step{snap.step}", "json", [("payload", payload_row)], path,
+                              {"json.timestamp-format.standard": "ISO-8601"}))
+        results = flink.decode(cases)
+        assert not _errors(results), f"Flink failed on the Connect envelope:\n{_errors(results)}"
+        for snap, case in zip(debezium, cases):
+            rows = [(kind, _from_epochs(row, CONNECTED)) for kind, row in decoded(results, case)]
+            assert [k for k, _ in rows] == expected_kinds(
+                [Message(m.partition, m.offset, m.key, json.dumps(json.loads(m.value)["payload"]).encode()
+                         if m.value else None, m.headers) for m in snap.messages])
+            state = apply_changelog(canonical_rows(rows, snap.types))
+            assert state == snap.table, f"{case.name}:" + differences(state, snap.table)
+        for snap, case in zip(upsert, cases[len(debezium):]):
+            state: Dict[str, str] = {}
+            rows = iter(decoded(results, case))
+            for m in snap.messages:
+                key = json.loads(m.key)["payload"]["id"]
+                if m.value is None:
+                    del state[key]
+                else:
+                    state[key] = canonical(_from_epochs(next(rows)[1]["payload"], CONNECTED), snap.types)
+            assert Counter(state.values()) == snap.table, (
+                f"{case.name}:" + differences(Counter(state.values()), snap.table))
 
 
 # =============================================================================================

@@ -24,7 +24,7 @@ from dbt.adapters.logstore.changes import (
     scoped_to,
     upserted_rows_sql,
 )
-from dbt.adapters.logstore.encoding import json_object_sql, row_struct_sql, to_json_sql
+from dbt.adapters.logstore.json_images import json_object_sql, row_struct_sql, to_json_sql
 
 NEW = ChangeInput("db.orders__staged", ["id", "name", "amount"])
 OLD = ChangeInput("db.orders", ["id", "name", "amount"])

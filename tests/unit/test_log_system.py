@@ -118,7 +118,7 @@ def test_a_log_system_has_a_read_side():
 
 def test_log_records_carry_what_decoding_reads():
     record = log_system.LogRecord(2, 7, b'{"id":1}', None, (("logstore.snapshot", b"3"),))
-    from dbt.adapters.logstore.encoding import decode_record
+    from dbt.adapters.logstore.formats import decode_record
 
     change = decode_record(record, 3)
     assert (change.partition, change.offset, change.key, change.op) == (2, 7, {"id": 1}, "d")

@@ -1,7 +1,7 @@
 """The reader's decoding of record bytes (no broker)."""
 from decimal import Decimal
 
-from dbt.adapters.logstore.encoding import decode_json
+from dbt.adapters.logstore.formats import decode_json
 
 
 # --- decode_json --------------------------------------------------------------------------

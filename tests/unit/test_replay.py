@@ -3,7 +3,7 @@ from decimal import Decimal
 
 import pytest
 
-from dbt.adapters.logstore.encoding import decode_json
+from dbt.adapters.logstore.formats import decode_json
 from dbt.adapters.logstore.replay import ChangeRecord, Normalizer, Replica
 
 _offset = iter(range(10_000))

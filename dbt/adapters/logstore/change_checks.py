@@ -9,13 +9,15 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import changes
 from dbt.adapters.logstore.catalog import Catalog
+from dbt.adapters.logstore.formats import get_format
 from dbt.adapters.logstore.log_config import LogConfig
 
 
 def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
                      marked_duplicates: bool = False) -> None:
     """No key repeats (when the change set was built with mark_duplicates), every change fits in
-    one Kafka record, and `log.format: json` without upsert mode gets only inserts."""
+    one Kafka record, and the format can write every change (`log.format: json` without upsert
+    mode: only inserts)."""
     summary = changes.change_set_summary(catalog.rows(changes.change_set_summary_sql(changes_relation))[0])
     if marked_duplicates and log.keyed and summary.duplicates:
         raise not_unique(log, [row[0] for row in catalog.rows(changes.marked_duplicates_sql(changes_relation))])
@@ -27,14 +29,9 @@ def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
             f"(max.request.size = {limit}). Allowed: records up to the limit; raise it with "
             f"'kafka.max.request.size' (and the broker's message.max.bytes). Nothing was changed."
         )
-    if log.format == "json" and not log.upsert and summary.non_inserts:
-        raise DbtRuntimeError(
-            f"Model '{log.model}': config 'log.format' = 'json' writes bare rows, which "
-            f"cannot express the {summary.non_inserts} updates/deletes of this run. Allowed: "
-            f"log.format 'debezium-json', or 'log.changelog-mode' = 'upsert' (deletes as "
-            f"tombstones), or 'log.ignore-delete' for insert-and-delete-only logs. Nothing "
-            f"was changed."
-        )
+    refusal = get_format(log.format).refuse_changes(log.upsert, summary.non_inserts)
+    if refusal:
+        raise DbtRuntimeError(f"Model '{log.model}': {refusal} Nothing was changed.")
 
 
 def check_unique(catalog: Catalog, log: LogConfig, relation: str, appended_to: Optional[str] = None) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from dbt.adapters.logstore.encoding import (
+from dbt.adapters.logstore.json_images import (
     DEFAULT_IMAGES, JsonImages, json_object_sql, quote_identifier, row_struct_sql,
 )
 from dbt.adapters.logstore.names import (
@@ -105,7 +105,7 @@ class _Rows:
         """The JSON image of a typed row (`columns` of `inp`), or the image itself."""
         if not self.typed:
             return row
-        if self.images.plain_decimals and any("decimal" in _normal(t) for t in _types_of(inp, columns)):
+        if self.images.renders_by_field(_types_of(inp, columns)):
             fields = [(c, f"{row}.{quote_identifier(c)}") for c in columns]
             # a null row stays null (absent side of the diff), not an object of nulls
             return (f"case when {row} is null then cast(null as string) else "

@@ -29,13 +29,16 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.control_records import confirmation_record, parse_control_record
-from dbt.adapters.logstore.encoding import EnvelopeWriter, RecordEncoder, quote_identifier
+from dbt.adapters.logstore.formats import (
+    RecordEncoder, TableShape, connect_schema, debezium_transactions, get_format, option_default,
+)
+from dbt.adapters.logstore.json_images import quote_identifier
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_continuation import continues_log
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
@@ -130,6 +133,12 @@ def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions:
         raise LogConfigError(
             f"Model '{log.model}': 'log.format' changed from '{stored_format}' to '{log.format}' "
             f"on topic '{log.topic}'; one topic must hold one format. {advice}")
+    for key, value in log.format_options.items():
+        stored = table_props.get(key, option_default(key))
+        if stored != value:
+            raise LogConfigError(
+                f"Model '{log.model}': '{key}' changed from '{stored}' to '{value}' on topic "
+                f"'{log.topic}'; its consumers read one shape. {advice}")
     stored_partitions = table_props.get(TOPIC_PARTITIONS)
     if stored_partitions and int(stored_partitions) != topic_partitions:
         raise LogConfigError(
@@ -189,18 +198,25 @@ class Attempt:
     attempt: str
     ts_ms: int
     table_version: Optional[str] = None  # the format's version the table commit made
+    # the table's (name, Spark type) columns after the commit: the Connect schema's
+    columns: Tuple[Tuple[str, str], ...] = ()
+    snapshot_read: bool = False  # the change set is the table's rows as the log starts
 
     @classmethod
     def new(cls, log: LogConfig, table: TableRef, previous: Snapshot, changeset: str,
-            table_version: Optional[str] = None) -> "Attempt":
+            table_version: Optional[str] = None, columns: Tuple[Tuple[str, str], ...] = (),
+            snapshot_read: bool = False) -> "Attempt":
         return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, int(time.time() * 1000),
-                   table_version)
+                   table_version, tuple(columns), snapshot_read)
 
     def encoder(self) -> RecordEncoder:
-        return RecordEncoder(
-            EnvelopeWriter(schema=self.table.schema, table=self.table.identifier, ts_ms=self.ts_ms),
-            format=self.log.format, upsert=self.log.upsert, keyed=self.log.keyed,
-        )
+        """The log format's encoder for this attempt (formats/), with Kafka Connect's envelope
+        when the log includes the schema."""
+        fmt, options = get_format(self.log.format), self.log.format_options
+        shape = TableShape(self.table.schema, self.table.identifier, self.columns, self.log.unique_key)
+        snapshot_read = self.snapshot_read and debezium_transactions.enabled(options)
+        encoder = fmt.encoder(shape, self.ts_ms, self.log.upsert, options, snapshot_read)
+        return connect_schema.wrap(encoder, fmt, shape, options)
 
     def headers(self, writer: Optional[str] = None) -> Tuple[Tuple[str, bytes], ...]:
         headers = ((H_TABLE, self.table.writer_id.encode()), (H_SNAPSHOT, str(self.snapshot_id).encode()),
@@ -215,7 +231,7 @@ class Attempt:
         encoder = self.encoder()
         batch: RecordBatch = ([], [], [], [])
         for op, key, before, after in rows:
-            batch[0].append(None if key is None else key.encode())
+            batch[0].append(encoder.key(key))
             batch[1].append(encoder.value(op, before, after))
             batch[2].append(None if encoder.keyed else (after or before or "").encode())
             batch[3].append(op)
@@ -223,7 +239,7 @@ class Attempt:
 
     def records_sql(self, changes_relation: str) -> str:
         """Spark SQL of this attempt's records, rendered from a change table: the columns of
-        RecordBatch, so only bytes cross into Python (encoding.RecordEncoder.record_sql)."""
+        RecordBatch, so only bytes cross into Python (formats.RecordEncoder.record_sql)."""
         op, key, before, after = (quote_identifier(name) for name in CHANGE_COLUMNS)
         key, value, route = self.encoder().record_sql(op, key, before, after)
         return (f"select {key} as key, {value} as value, {route} as route, {op} as op "
@@ -233,16 +249,24 @@ class Attempt:
                      writer_name: Optional[str] = None,
                      progress: Callable[[int], None] = lambda n: None) -> int:
         """Queue the records of `batches` (from records_sql) on `writer`; returns how many
-        changes. The per-record work is the writer's send."""
-        send, tombstones = writer.send, self.encoder().tombstone_after_delete
+        changes. The per-record work is the writer's send. With Debezium's transaction metadata,
+        the attempt's BEGIN event comes first and its END last, and each event gets its block."""
+        encoder = self.encoder()
+        send, tombstones = writer.send, encoder.tombstone_after_delete
         headers = self.headers(writer_name)
         tombstone_headers = headers + ((H_TOMBSTONE, TOMBSTONE_AFTER_DELETE),)
+        transactions = self.log.transaction_topic
+        events = itertools.count(1)  # Debezium's total_order of the next event
+        if transactions:
+            send = self._numbered(send, encoder.payload_end(), events)
+            writer.send(*debezium_transactions.begin_record(self.attempt, self.ts_ms, self._enveloped),
+                        route=b"", topic=transactions)
 
         def send_all(records: Iterable[Tuple[Any, Any, Any, Any]]) -> None:
             for key, value, route, op in records:
                 send(key, value, route=route, headers=headers)
                 if tombstones and op == "d" and key is not None:  # right behind its delete
-                    send(key, None, route=route, headers=tombstone_headers)
+                    writer.send(key, None, route=route, headers=tombstone_headers)
 
         count = 0
         for keys, values, routes, ops in batches:
@@ -255,7 +279,24 @@ class Attempt:
             count = start + len(keys)
             if count // PROGRESS_EVERY > start // PROGRESS_EVERY:
                 progress(count)
+        if transactions:
+            writer.send(*debezium_transactions.end_record(
+                self.attempt, self.ts_ms, self.table.writer_id, next(events) - 1, self._enveloped),
+                route=b"", topic=transactions)
         return count
+
+    @property
+    def _enveloped(self) -> bool:
+        return connect_schema.included(self.log.format_options)
+
+    def _numbered(self, send: Callable[..., None], payload_end: int,
+                  order: Iterator[int]) -> Callable[..., None]:
+        """`send` that gives each change event (not a tombstone) its Debezium transaction block."""
+        def numbered(key: Any, value: Any, route: Any, headers: Any) -> None:
+            if value is not None:
+                value = debezium_transactions.ordered(value, self.attempt, next(order), payload_end)
+            send(key, value, route=route, headers=headers)
+        return numbered
 
 
 def _written(writer: LogWriter, send: Callable[[], Any],
@@ -307,11 +348,13 @@ def write_change_set(
     changeset: str,
     progress: Callable[[int], None] = lambda n: None,
     table_version: Optional[str] = None,
+    columns: Tuple[Tuple[str, str], ...] = (),
+    snapshot_read: bool = False,
 ) -> Snapshot:
     """Stream one commit's records (`records` of the attempt: its records_sql, read) into the
     log as snapshot `previous.id + 1`, confirmed by a control record; all or nothing for
-    transactional logs. Each call is a new attempt."""
-    attempt = Attempt.new(log, table, previous, changeset, table_version)
+    transactional logs. Each call is a new attempt. `columns` and `snapshot_read`: see Attempt."""
+    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read)
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}
     result = _written(writer, lambda: attempt.send_batches(writer, records(attempt), progress=progress),
@@ -339,13 +382,15 @@ def write_change_set_parallel(
     previous: Snapshot,
     changeset: str,
     table_version: Optional[str] = None,
+    columns: Tuple[Tuple[str, str], ...] = (),
+    snapshot_read: bool = False,
 ) -> Snapshot:
     """A change set written by parallel writers (Spark tasks, `run_tasks`), each committing its
     share with its own producer; the driver then writes the one confirmation, listing every
     writer's offsets, in the table's own transaction. Consumers that deliver confirmed records
     only (docs/log-format.md) get each change once; the tasks' transactions commit separately,
     so a plain read_committed consumer may see the records of a task that was retried."""
-    attempt = Attempt.new(log, table, previous, changeset, table_version)
+    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read)
     # The table's writer first: it fences a dead driver of an earlier run of this table.
     coordinator = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}

@@ -29,7 +29,7 @@ import re
 from typing import Any, List, Optional
 
 from dbt.adapters.logstore.catalog import Catalog, logger
-from dbt.adapters.logstore.encoding import sql_string
+from dbt.adapters.logstore.json_images import sql_string
 from dbt.adapters.logstore.names import GC_SUFFIX, RELATION_MARK, UNCOMMITTED_SUFFIX
 
 _LOCATION = re.compile(r"LOCATION_ALREADY_EXISTS.*?location '([^']+)'", re.S)

@@ -12,12 +12,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from dbt.adapters.logstore.encoding import TIMESTAMP_SQL, JsonImages
+from dbt.adapters.logstore import formats
+from dbt.adapters.logstore.formats import FormatRefusal, connect_schema, debezium_transactions
+from dbt.adapters.logstore.json_images import TIMESTAMP_ISO, TIMESTAMP_SQL, JsonImages
 from dbt.adapters.logstore.log_options import (
     CHANGELOG_MODES, CONSISTENCIES, EMIT_MODES, FORMATS, KEY_FORMATS, LOGGABLE_MATERIALIZATIONS,
     LOGGABLE_STRATEGIES, LogConfigError, check_known_keys, is_given, lookup, option_error,
-    pass_through, read_boolean, read_choice, read_client, read_parallelism, read_positive_int,
-    read_system, read_timestamp_standard, read_unique_key, refuse_merge_only_options,
+    pass_through, read_boolean, read_choice, read_client, read_format_options, read_parallelism,
+    read_positive_int, read_system, read_timestamp_standard, read_unique_key,
+    refuse_merge_only_options,
 )
 from dbt.adapters.logstore.names import CONTROL_TOPIC_SUFFIX
 
@@ -125,6 +128,8 @@ class LogConfig:
     parallelism: int = 1
     # The Kafka client library that writes the records (profile field kafka_client).
     client: str = "kafka-python"
+    # the format's own options (formats.FORMAT_OPTIONS), canonical key -> value
+    format_options: Mapping[str, str] = field(default_factory=dict, hash=False)
     topic_config: Mapping[str, str] = field(default_factory=dict, hash=False)
     # Kafka client properties (profile, then model); may hold secrets, so never printed.
     client_properties: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -148,7 +153,14 @@ class LogConfig:
     @property
     def images(self) -> JsonImages:
         """How this log writes (and its readers parse) row images."""
-        return JsonImages(self.timestamp_standard, self.decimal_plain)
+        return formats.images_for(self.format_options, self.timestamp_standard, self.decimal_plain)
+
+    @property
+    def transaction_topic(self) -> Optional[str]:
+        """The topic of Debezium's BEGIN/END events, when the log writes them."""
+        if not debezium_transactions.enabled(self.format_options):
+            return None
+        return debezium_transactions.topic_for(str(self.topic), self.format_options)
 
     def table_properties(self) -> Dict[str, str]:
         """The options stored with the Spark table (no client properties: they may be secret)."""
@@ -168,6 +180,9 @@ class LogConfig:
             "log.system.partitions": str(self.partitions),
             "log.system.replication": str(self.replication),
             "log.key": ",".join(self.unique_key),
+            # a format option only where it is not its default: tables written before it existed
+            # read the same (commit_protocol.log_is_new compares them)
+            **{k: v for k, v in self.format_options.items() if v != formats.option_default(k)},
         }
 
 
@@ -180,27 +195,38 @@ def _changelog_mode(ref: ModelRef, log_format: str, requested: str,
         raise LogConfigError(
             f"Model '{model}': config 'log.changelog-mode' = 'upsert' needs a 'unique_key' "
             f"(deletes become tombstones of a key). Allowed without a key: all, auto.")
-    if log_format == "debezium-json":
-        if requested == "upsert":
-            raise LogConfigError(
-                f"Model '{model}': config 'log.changelog-mode' = 'upsert' with 'log.format' = "
-                f"'debezium-json' would write updates without their before image, which Flink's "
-                f"debezium-json cannot read. Allowed: 'log.changelog-mode' all or auto with "
-                f"debezium-json (a Debezium change stream), or 'log.format' = 'json' with upsert "
-                f"(Flink's upsert-kafka). A topic that already holds that shape keeps it under "
-                f"'auto' (see README, 'Moving an existing log').")
-        return "all"
-    mode = requested if requested != "auto" else ("upsert" if unique_key else "all")
     append_only = ref.materialized == "incremental" and (ref.incremental_strategy or "append") == "append"
-    if mode == "all" and not append_only:
+    materialization = f"materialized='{ref.materialized}'" + (
+        f" ({ref.incremental_strategy})" if ref.incremental_strategy else "")
+    try:
+        return formats.get_format(log_format).changelog_mode(requested, unique_key, append_only, materialization)
+    except FormatRefusal as refusal:
+        raise LogConfigError(f"Model '{model}': {refusal}") from None
+
+
+def _format_options(model: str, raw: Mapping[str, Any], log_format: str, parallelism: int,
+                    timestamps: str, timestamps_given: bool) -> Tuple[Dict[str, str], str]:
+    """The format's own options, and the timestamp standard they need: Kafka Connect's envelope
+    declares timestamps as Debezium's ZonedTimestamp, which is ISO-8601."""
+    options = read_format_options(model, raw, log_format)
+    if connect_schema.included(options):
+        if timestamps_given and timestamps != TIMESTAMP_ISO:
+            raise LogConfigError(
+                f"Model '{model}': config 'log.timestamp-format.standard' = '{timestamps}' with "
+                f"'{connect_schema.SCHEMA_INCLUDE}' = true: the Connect schema declares timestamps "
+                f"as io.debezium.time.ZonedTimestamp, which is ISO-8601. Allowed: ISO-8601, or "
+                f"leave it unset.")
+        timestamps = TIMESTAMP_ISO
+    if debezium_transactions.enabled(options) and parallelism > 1:
         raise LogConfigError(
-            f"Model '{model}': config 'log.format' = 'json' writes bare rows, which cannot express "
-            f"the updates and deletes of a materialized='{ref.materialized}'"
-            + (f" ({ref.incremental_strategy})" if ref.incremental_strategy else "")
-            + f" model{'' if unique_key else ' without a unique_key'}. Allowed: 'log.format' = "
-            f"'debezium-json', or 'json' with a 'unique_key' (upsert mode: deletes as tombstones), "
-            f"or 'json' on an incremental append model.")
-    return mode
+            f"Model '{model}': config '{debezium_transactions.METADATA}' = true needs "
+            f"'log.mirror.parallelism' = 1: each event's position in its transaction is counted "
+            f"as the driver writes the change set. Allowed: one of the two.")
+    topic = options.get(debezium_transactions.METADATA_TOPIC)
+    if topic and not _TOPIC_RE.fullmatch(topic):
+        raise option_error(model, debezium_transactions.METADATA_TOPIC, topic,
+                           "1-249 characters of ASCII letters, digits, '.', '_', '-'")
+    return options, timestamps
 
 
 def resolve_log_config(
@@ -290,6 +316,11 @@ def resolve_log_config(
             f"is set. Allowed: a comma-separated list of host:port."
         )
     client, topic_config = pass_through(model, raw, profile_properties or {})
+    parallelism = read_parallelism(model, raw)
+    timestamps_given = (is_given(raw, "log.timestamp-format.standard")
+                        or is_given(raw, "log_timestamp_format_standard"))
+    format_options, timestamps = _format_options(model, raw, log_format, parallelism, timestamps,
+                                                 timestamps_given)
 
     return LogConfig(
         model=model,
@@ -300,8 +331,7 @@ def resolve_log_config(
         changelog_mode=mode,
         mode_requested=requested,
         timestamp_standard=timestamps,
-        timestamp_standard_given=is_given(raw, "log.timestamp-format.standard")
-        or is_given(raw, "log_timestamp_format_standard"),
+        timestamp_standard_given=timestamps_given,
         decimal_plain=read_boolean(model, raw, "log.encode.decimal-as-plain-number"),
         format=log_format,
         key_format=key_format,
@@ -311,7 +341,8 @@ def resolve_log_config(
         replication=read_positive_int(model, "log.system.replication",
                                       lookup(model, raw, "log.system.replication")),
         unique_key=unique_key,
-        parallelism=read_parallelism(model, raw),
+        parallelism=parallelism,
+        format_options=format_options,
         client=read_client(model, profile_client),
         topic_config=topic_config,
         client_properties=client,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import List, Mapping, Optional, Tuple
 
-from dbt.adapters.logstore.encoding import TIMESTAMP_ISO, TIMESTAMP_SQL
+from dbt.adapters.logstore.json_images import TIMESTAMP_ISO, TIMESTAMP_SQL
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_options import CHANGELOG_MODES
 

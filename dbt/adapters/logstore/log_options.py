@@ -15,12 +15,13 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from dbt_common.exceptions import DbtConfigError
 
-from dbt.adapters.logstore.encoding import TIMESTAMP_SQL, TIMESTAMP_STANDARDS
+from dbt.adapters.logstore.formats import FORMAT_OPTIONS, FORMATS as _FORMATS
+from dbt.adapters.logstore.json_images import TIMESTAMP_SQL, TIMESTAMP_STANDARDS
 
 LOG_SYSTEMS = ("none", "kafka")
 CONSISTENCIES = ("transactional", "eventual")
 CHANGELOG_MODES = ("auto", "all", "upsert")
-FORMATS = ("debezium-json", "json")
+FORMATS = tuple(_FORMATS)  # the registered record formats (formats/)
 KEY_FORMATS = ("json",)
 EMIT_MODES = ("file,log",)
 KAFKA_CLIENTS = ("kafka-python", "confluent")
@@ -59,6 +60,8 @@ SPELLINGS: Dict[str, Tuple[str, ...]] = {
     "log.mirror.parallelism": ("log_mirror_parallelism",),
     "log.timestamp-format.standard": ("log_timestamp_format_standard",),
     "log.encode.decimal-as-plain-number": ("log_encode_decimal_as_plain_number",),
+    # and the formats' own options
+    **{option.key: option.spellings for option in FORMAT_OPTIONS},
 }
 # Amoro's switch: `log-store.enabled: true` (with `log-store.type`, default kafka) = log.system.
 AMORO_ENABLED, AMORO_TYPE = "log-store.enabled", "log-store.type"
@@ -76,6 +79,7 @@ DEFAULTS: Dict[str, Any] = {
     "log.mirror.parallelism": 1,
     "log.timestamp-format.standard": TIMESTAMP_SQL,
     "log.encode.decimal-as-plain-number": False,
+    **{option.key: option.default for option in FORMAT_OPTIONS},
 }
 # Spark tasks that write one change set in parallel (session method); 1 = the driver streams it.
 MAX_PARALLELISM = 1024
@@ -250,3 +254,27 @@ def pass_through(model: str, raw: Mapping[str, Any],
         from_model[name] = str(value)
     client.update(from_model)  # the model's own setting wins over the profile default
     return client, topic_config
+
+
+def read_format_options(model: str, raw: Mapping[str, Any], log_format: str) -> Dict[str, str]:
+    """The formats' own options (formats.FORMAT_OPTIONS) that apply to `log_format`, as canonical
+    strings; one given for another format is an error."""
+    options: Dict[str, str] = {}
+    for option in FORMAT_OPTIONS:
+        spellings = (option.key,) + option.spellings
+        given = any(is_given(raw, s) for s in spellings)
+        if log_format not in option.formats:
+            if given and str(lookup(model, raw, option.key)).strip().lower() not in ("", option.default):
+                raise LogConfigError(
+                    f"Model '{model}': config '{option.key}' applies to 'log.format' "
+                    f"{' or '.join(repr(f) for f in option.formats)}, not '{log_format}'. Allowed: "
+                    f"leave it unset, or change 'log.format'.")
+            continue
+        if option.allowed == ("true", "false"):
+            value = str(read_boolean(model, raw, option.key)).lower()
+        elif option.allowed:
+            value = read_choice(model, raw, option.key, option.allowed)
+        else:
+            value = str(lookup(model, raw, option.key) or "").strip()
+        options[option.key] = value
+    return options

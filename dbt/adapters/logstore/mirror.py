@@ -11,6 +11,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import commit_protocol, parallel_mirror, table_formats
 from dbt.adapters.logstore.catalog import Catalog, logger
+from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import active_spark, iter_column_batches
@@ -64,6 +65,7 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
     props = catalog.properties(target_relation)
     previous = commit_protocol.Snapshot.from_properties(props)
+    snapshot_read = log_starts or previous.id == 0  # the table's rows as its log starts
     if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
         previous = commit_protocol.Snapshot(id=previous.id)
     confirmed = (get_log_system(log.system).find_confirmation(log, table.writer_id, changeset)
@@ -73,6 +75,9 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
                     f"{confirmed['snapshot']}; not writing it again")
         return commit_protocol.Snapshot.from_confirmation(confirmed)
     version = table_formats.committed_version(catalog, target_relation, props)
+    # the Connect schema describes the table's columns (only read when the log includes it)
+    columns = (tuple(catalog.columns(target_relation))
+               if connect_schema.included(log.format_options) else ())
     spark = active_spark(handle) if log.parallelism > 1 else None
     if log.parallelism > 1 and spark is None:
         logger.info(f"{log.model}: 'log.mirror.parallelism' needs method: session; "
@@ -81,13 +86,13 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
         if spark is not None:
             return commit_protocol.write_change_set_parallel(
                 log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
-                previous, changeset, version)
+                previous, changeset, version, columns, snapshot_read)
         return commit_protocol.write_change_set(
             log, table,
             lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
             previous, changeset,
             progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
-            table_version=version,
+            table_version=version, columns=columns, snapshot_read=snapshot_read,
         )
     except DbtRuntimeError as exc:
         raise DbtRuntimeError(

@@ -56,7 +56,7 @@ H_CHANGESET = "logstore.changeset"
 H_ATTEMPT = "logstore.attempt"
 H_WRITER = "logstore.writer"  # only on the records of a parallel attempt
 # The tombstone after a keyed delete carries this header and value (commit_protocol writes it,
-# encoding.is_tombstone_after_delete reads it).
+# formats.is_tombstone_after_delete reads it).
 H_TOMBSTONE = "logstore.tombstone"
 TOMBSTONE_AFTER_DELETE = b"after-delete"
 

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from dbt.adapters.logstore import commit_protocol, table_formats
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
-from dbt.adapters.logstore.encoding import decode_json
+from dbt.adapters.logstore.formats import decode_json
 from dbt.adapters.logstore.reader import ReaderError
 from dbt.adapters.logstore.row_source import iter_query_rows
 

@@ -31,7 +31,7 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, 
 from dbt.adapters.logstore.control_records import (
     DELIVER, HOLD, Confirmation, ConfirmedAttempts, RecordTags,
 )
-from dbt.adapters.logstore.encoding import decode_record, is_tombstone_after_delete
+from dbt.adapters.logstore.formats import decode_record, is_tombstone_after_delete
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import (
     DEFAULT_SYSTEM, LogFeed, LogReader, LogRecord, ReaderError, get_log_system,

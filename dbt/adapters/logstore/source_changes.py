@@ -22,10 +22,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.control_records import DELIVER, ConfirmedAttempts, RecordTags
-from dbt.adapters.logstore.encoding import (
-    BARE_ROW, DEFAULT_IMAGES, ENVELOPE, JsonImages, is_tombstone_after_delete, quote_identifier,
-    sql_string, value_shape,
-)
+from dbt.adapters.logstore.formats import BARE_ROW, ENVELOPE, is_tombstone_after_delete, value_shape
+from dbt.adapters.logstore.json_images import DEFAULT_IMAGES, JsonImages, quote_identifier, sql_string
 from dbt.adapters.logstore.log_system import LogReader, LogRecord
 from dbt.adapters.logstore.names import (
     SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN,
@@ -117,7 +115,7 @@ def read_range(log: LogReader, partition: int, start: int, end: int, attempts: C
 
 def _raw_row(msg: LogRecord, snapshot: int) -> Tuple[Any, ...]:
     """The record's own JSON text is kept (Spark parses it with the upstream's types, so
-    decimals keep their digits); `kind` (encoding.value_shape) says where the row image is:
+    decimals keep their digits); `kind` (formats.value_shape) says where the row image is:
     ENVELOPE in the envelope (before for deletes, after otherwise), BARE_ROW the value is the
     row (an upsert), TOMBSTONE only the key's columns are known. The value is parsed once, for
     its op."""

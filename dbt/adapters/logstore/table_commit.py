@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from dbt.adapters.logstore import changes, commit_protocol, leftovers, names, table_formats
 from dbt.adapters.logstore.catalog import Catalog
-from dbt.adapters.logstore.encoding import sql_string
+from dbt.adapters.logstore.json_images import sql_string
 from dbt.adapters.logstore.log_config import LogConfig
 
 

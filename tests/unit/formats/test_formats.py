@@ -1,135 +1,17 @@
-"""Record encoding: Spark to_json SQL and the Debezium-style envelope."""
+"""The two record formats' encoders and the decoder, side by side (formats/debezium_json.py,
+formats/json_rows.py, formats/__init__.py)."""
 import dataclasses
 import json
-import re
 
 import pytest
 
 from dbt.adapters.logstore.__version__ import version
-from dbt.adapters.logstore.encoding import (
-    DEFAULT_IMAGES,
-    H_TOMBSTONE,
-    TIMESTAMP_ISO,
-    OP_DELETE,
-    OP_INSERT,
-    OP_UPDATE,
-    OPS,
-    EnvelopeWriter,
-    RecordEncoder,
-    JsonImages,
-    is_tombstone_after_delete,
-    json_object_sql,
-    key_bytes,
-    quote_identifier,
-    sql_string,
+from dbt.adapters.logstore.formats import (
+    OP_DELETE, OP_INSERT, OP_UPDATE, OPS, is_tombstone_after_delete,
 )
-
-# The default (SQL) timestamp standard, always rendered in UTC.
-OPTIONS_SQL = (
-    "map('ignoreNullFields', 'false', 'dateFormat', 'yyyy-MM-dd', "
-    "'timestampFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSSXXX', "
-    "'timestampNTZFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSS', 'timeZone', 'UTC')"
-)
-
-
-# --- quoting ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name,expected", [
-    ("id", "`id`"),
-    ("order id", "`order id`"),
-    ("we`ird", "`we``ird`"),
-    ("``", "``````"),
-    ("select", "`select`"),
-])
-def test_quote_identifier(name, expected):
-    assert quote_identifier(name) == expected
-
-
-@pytest.mark.parametrize("value,expected", [
-    ("abc", "'abc'"),
-    ("it's", "'it\\'s'"),
-    ("back\\slash", "'back\\\\slash'"),
-    ("\\'", "'\\\\\\''"),  # backslash first, then the quote
-    ("", "''"),
-])
-def test_sql_string_escapes(value, expected):
-    assert sql_string(value) == expected
-
-
-def test_sql_string_has_no_unescaped_inner_quote():
-    literal = sql_string("a'b'c\\'")
-    inner = literal[1:-1]
-    # every quote inside is preceded by an odd number of backslashes
-    for match in re.finditer("'", inner):
-        backslashes = len(inner[:match.start()]) - len(inner[:match.start()].rstrip("\\"))
-        assert backslashes % 2 == 1
-
-
-# --- to_json SQL --------------------------------------------------------------------------
-
-
-def test_json_options_keep_nulls():
-    assert DEFAULT_IMAGES.options()["ignoreNullFields"] == "false"
-
-
-def test_json_options_fix_the_zone_to_utc_whatever_the_session():
-    for images in (JsonImages(), JsonImages(TIMESTAMP_ISO)):
-        assert images.options()["timeZone"] == "UTC"
-
-
-def test_timestamp_standards_differ_only_in_the_separator():
-    sql, iso = JsonImages().options(), JsonImages(TIMESTAMP_ISO).options()
-    assert sql["timestampFormat"] == "yyyy-MM-dd HH:mm:ss.SSSSSSXXX"
-    assert iso["timestampFormat"] == "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
-    assert sql["timestampNTZFormat"] == "yyyy-MM-dd HH:mm:ss.SSSSSS"
-    assert iso["timestampNTZFormat"] == "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
-
-
-def test_from_json_uses_the_writers_options():
-    sql = JsonImages(TIMESTAMP_ISO).from_json_sql("value", "struct<a: int>")
-    assert sql.startswith("from_json(value, 'struct<a: int>', map(")
-    assert "yyyy-MM-dd\\'T\\'HH:mm:ss.SSSSSSXXX" in sql
-
-
-def test_plain_decimals_cast_decimal_columns_to_text():
-    sql = JsonImages(plain_decimals=True).object_sql(["id", "amount"], types=["int", "decimal(20,10)"])
-    assert sql.startswith("concat('{\"id\":', substr(to_json(named_struct('v', `id`)")
-    assert "trim(to_char(abs(`amount`), '9999999990.0000000000'))" in sql and sql.endswith(", '}')")
-    plain = JsonImages(plain_decimals=True).object_sql(["n"], types=["decimal"])
-    assert "to_char(abs(`n`), '9999999990')" in plain  # Spark's decimal is decimal(10,0)
-    only_fraction = JsonImages(plain_decimals=True).object_sql(["f"], types=["decimal(4,4)"])
-    assert "to_char(abs(`f`), '0.0000')" in only_fraction
-
-
-def test_plain_decimals_without_decimal_columns_is_plain_to_json():
-    images = JsonImages(plain_decimals=True)
-    assert images.object_sql(["id"], types=["int"]) == DEFAULT_IMAGES.object_sql(["id"])
-
-
-def test_json_object_sql_quotes_columns_in_order():
-    sql = json_object_sql(["b", "a", "c"])
-    assert sql == (
-        "to_json(named_struct('b', `b`, 'a', `a`, 'c', `c`), " + OPTIONS_SQL + ")"
-    )
-
-
-def test_json_object_sql_with_alias():
-    sql = json_object_sql(["id", "name"], alias="n")
-    assert sql.startswith("to_json(named_struct('id', n.`id`, 'name', n.`name`), map(")
-
-
-def test_json_object_sql_name_with_backtick_and_quote():
-    sql = json_object_sql(["we`ird", "o'neil"])
-    assert "'we`ird', `we``ird`" in sql
-    assert "'o\\'neil', `o'neil`" in sql
-
-
-def test_json_object_sql_includes_all_options():
-    sql = json_object_sql(["x"])
-    assert "'ignoreNullFields', 'false'" in sql
-    assert "'dateFormat', 'yyyy-MM-dd'" in sql
-    assert sql.endswith(OPTIONS_SQL + ")")
+from dbt.adapters.logstore.formats.debezium_json import DebeziumEncoder, EnvelopeWriter
+from dbt.adapters.logstore.formats.json_rows import BareRowEncoder
+from dbt.adapters.logstore.names import H_TOMBSTONE
 
 
 # --- envelope ------------------------------------------------------------------------------
@@ -203,10 +85,11 @@ def test_envelope_rejects_unknown_op(writer, op):
         writer.value(op, None, "{}")
 
 
-def test_key_bytes():
-    assert key_bytes(None) is None
-    assert key_bytes('{"id":1}') == b'{"id":1}'
-    assert key_bytes('{"name":"é"}') == '{"name":"é"}'.encode("utf-8")
+def test_key_bytes(writer):
+    key = DebeziumEncoder(writer).key
+    assert key(None) is None
+    assert key('{"id":1}') == b'{"id":1}'
+    assert key('{"name":"é"}') == '{"name":"é"}'.encode("utf-8")
 
 
 # --- record values by log.format and log.changelog-mode --------------------------------------
@@ -216,12 +99,13 @@ ROW_AFTER = '{"id":1,"v":"new"}'
 
 
 def encoder(writer, format="debezium-json", upsert=False, keyed=False):
-    return RecordEncoder(writer, format=format, upsert=upsert, keyed=keyed)
+    if format == "json":
+        return BareRowEncoder(upsert=upsert, keyed=keyed)
+    return DebeziumEncoder(writer, upsert=upsert, keyed=keyed)
 
 
 def test_record_encoder_defaults_are_debezium_all(writer):
-    enc = RecordEncoder(writer)
-    assert enc.format == "debezium-json"
+    enc = DebeziumEncoder(writer)
     assert enc.upsert is False
     assert enc.value(OP_UPDATE, ROW_BEFORE, ROW_AFTER) == writer.value(OP_UPDATE, ROW_BEFORE, ROW_AFTER)
 
@@ -333,18 +217,19 @@ def test_is_tombstone_after_delete_reads_the_header():
 def test_what_the_encoder_writes_the_decoder_reads_back():
     from collections import namedtuple
 
-    from dbt.adapters.logstore.encoding import (
-        BARE_ROW, ENVELOPE, TOMBSTONE, RecordEncoder, decode_json, decode_record, key_bytes, value_shape,
+    from dbt.adapters.logstore.formats import (
+        BARE_ROW, ENVELOPE, TOMBSTONE, decode_json, decode_record, value_shape,
     )
 
     Msg = namedtuple("Msg", "partition offset key value")
     envelope = EnvelopeWriter(schema="s", table="t", ts_ms=7)
     before, after = '{"id":1,"amount":1.10}', '{"id":1,"amount":2.20}'
     for fmt, upsert in (("debezium-json", False), ("debezium-json", True), ("json", True)):
-        encoder = RecordEncoder(envelope, format=fmt, upsert=upsert, keyed=True)
+        encoder = (BareRowEncoder(upsert=upsert, keyed=True) if fmt == "json"
+                   else DebeziumEncoder(envelope, upsert=upsert, keyed=True))
         for op, old, new in (("c", None, after), ("u", before, after), ("d", before, None)):
             value = encoder.value(op, old, new)
-            record = decode_record(Msg(0, 5, key_bytes('{"id":1}'), value), snapshot=3)
+            record = decode_record(Msg(0, 5, b'{"id":1}', value), snapshot=3)
             assert record.key == {"id": 1} and record.snapshot == 3
             if value is None:  # a tombstone: a delete by key
                 assert (record.op, record.after) == ("d", None)

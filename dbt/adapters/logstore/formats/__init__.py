@@ -1,0 +1,92 @@
+"""The record formats: how one change of a table becomes the key and value of a log record, and how
+a reader turns a record back into a change. One module per format, registered by name in FORMATS
+(`log.format`); a format's module holds its options, its rules (which changelog modes it can
+write), its encoder (the Spark SQL that renders key and value, and the Python twin the tests
+compare byte for byte) and its decoder, side by side.
+
+- debezium_json.py: Debezium change events (`log.format: debezium-json`, the default);
+- json_rows.py: bare rows (`log.format: json`), upserts by key with tombstones as deletes;
+- connect_schema.py: Kafka Connect's `{"schema", "payload"}` envelope around either
+  (`log.format.schema-include`);
+- debezium_transactions.py: Debezium's transaction metadata (`log.transaction-metadata`).
+
+This package knows no log system and no dbt: it raises FormatRefusal (a sentence without the
+model's name) where a combination cannot be written, and log_config names the model.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Tuple
+
+from dbt.adapters.logstore.formats import connect_schema, debezium_json, debezium_transactions, json_rows
+from dbt.adapters.logstore.formats.base import (  # the interface, for the package's users
+    OP_DELETE, OP_INSERT, OP_READ, OP_UPDATE, OPS, Decoded, FormatOption, FormatRefusal,
+    RecordEncoder, RecordFormat, TableShape, decode_json, is_tombstone_after_delete,
+)
+from dbt.adapters.logstore.json_images import JsonImages
+
+# --- the registry --------------------------------------------------------------------------
+
+
+FORMATS: Dict[str, RecordFormat] = {f.name: f for f in (debezium_json.FORMAT, json_rows.FORMAT)}
+# Options the format modules add (log_options.py reads their spellings with the core options').
+FORMAT_OPTIONS: Tuple[FormatOption, ...] = (*connect_schema.OPTIONS, *debezium_transactions.OPTIONS)
+
+
+def option_default(key: str) -> str:
+    """What a log that recorded no value of a format option was written with."""
+    return next(o.default for o in FORMAT_OPTIONS if o.key == key)
+
+
+def get_format(name: str) -> RecordFormat:
+    if name not in FORMATS:
+        raise ValueError(f"unknown log format {name!r}; known: {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def images_for(options: Mapping[str, str], timestamps: str, plain_decimals: bool) -> JsonImages:
+    """How a log's row images are written, from its options (the Connect envelope carries Connect's
+    temporal types)."""
+    return JsonImages(timestamps, plain_decimals, epoch_temporals=connect_schema.included(options))
+
+
+# What a record's value is, by its decoded value: source_changes lands these letters with the
+# record and its SQL reads the row image from where they say.
+TOMBSTONE, ENVELOPE, BARE_ROW = "k", "e", "b"
+
+
+def decode_value(key: Any, value: Any) -> Decoded:
+    """The change a record is, whatever format wrote it: a tombstone deletes by key; a Connect
+    envelope is unwrapped; then each format is asked in turn (a Debezium event before a bare
+    row, which any other JSON value is)."""
+    key = connect_schema.unwrap(key)
+    if value is None:
+        return Decoded(key, OP_DELETE, None, None)
+    value = connect_schema.unwrap(value)
+    for candidate in (debezium_json.FORMAT, json_rows.FORMAT):
+        decoded = candidate.decode_value(key, value)
+        if decoded is not None:
+            return decoded
+    raise ValueError(f"a record value no format reads: {str(value)[:80]}")
+
+
+def value_shape(value: Any) -> Tuple[str, str]:
+    """(shape, op) of a decoded record value: a tombstone (None), a Debezium envelope, or any
+    other value, a bare row (an upsert)."""
+    if value is None:
+        return TOMBSTONE, OP_DELETE
+    decoded = debezium_json.FORMAT.decode_value(None, connect_schema.unwrap(value))
+    if decoded is not None:
+        return ENVELOPE, decoded.op
+    return BARE_ROW, OP_INSERT
+
+
+def decode_record(msg: Any, snapshot: int) -> "ChangeRecord":
+    """A data record (its .key, .value, .partition, .offset) as a change of snapshot `snapshot`.
+    A tombstone that repeats the `d` event before it (is_tombstone_after_delete) is not a change
+    of its own: callers skip it."""
+    from dbt.adapters.logstore.replay import ChangeRecord
+
+    change = decode_value(decode_json(msg.key), decode_json(msg.value))
+    return ChangeRecord(msg.partition, msg.offset, change.key, change.op, change.before,
+                        change.after, change.ts_ms, snapshot)
+
