@@ -11,8 +11,12 @@ PostgreSQL (tests/postgres.py), and the table ends with exactly the rows the log
 - `test_flat_rows_with_tombstones`: the `json` upsert format: the value is the row itself
   (`<db>.<table>.Value`), a tombstone (null value) deletes its key.
 
-The records are built here, by hand, not by the encoder: this is the target the encoder's
-Kafka Connect output must meet.
+- `TestDbtModelsIntoPostgres`: end to end, dbt models logged with 'log.format.schema-include'
+  (a Debezium log and a `json` upsert log) over three runs of inserts, updates and deletes; the
+  sink's PostgreSQL tables equal the models' after every run.
+
+The records of the first two are built here by hand: the target the encoder's Kafka Connect output
+must meet; the last one is the encoder's own.
 """
 import json
 import uuid
@@ -347,3 +351,80 @@ def test_flat_rows_with_tombstones(kafka_connect, postgres_server, producer, top
     connect.wait_for_sink(name, [topic])
     assert_table(pg, connect, name, table, [row(1, "Ada again"), bob2])
     assert connect.check_running(name)
+# -- end to end: dbt models logged with Kafka Connect's envelope, sunk into PostgreSQL ----------
+
+MODEL_COLUMNS = {"id": "int", "name": "string", "visits": "bigint", "score": "double",
+                 "active": "boolean", "amount": "decimal(10,2)", "rate": "decimal(20,10)",
+                 "birthday": "date", "updated_at": "timestamp", "local_at": "timestamp_ntz"}
+MODEL_ROW = {"name": "Ada 🚀", "visits": "10", "score": "1.5", "active": "true", "amount": "12.30",
+             "rate": "0.0000001", "birthday": "1969-12-31", "updated_at": "2024-05-01 10:00:00.123456",
+             "local_at": "2024-03-10 02:30:00.654321"}
+MODEL_STEPS = {
+    1: [dict(MODEL_ROW, id="1"), dict(MODEL_ROW, id="2", name="Bob", amount="-5"), {"id": "3"}],
+    # 1 updated, 2 deleted, 3 same, 4 new
+    2: [dict(MODEL_ROW, id="1", visits="11", rate="1234567890.1234567891", updated_at="1970-01-01 00:00:00"),
+        {"id": "3"}, dict(MODEL_ROW, id="4", name=None, birthday="2000-02-29")],
+    # 2 back, 3 deleted, 4 updated
+    3: [dict(MODEL_ROW, id="1", visits="11", rate="1234567890.1234567891", updated_at="1970-01-01 00:00:00"),
+        dict(MODEL_ROW, id="2", name="Bob again"), dict(MODEL_ROW, id="4", name="Dave", active="false")],
+}
+
+
+def _canonical_rows(rows, types) -> "Counter":
+    from collections import Counter
+
+    from tests.functional.contract import canonical
+
+    return Counter(canonical(r, types) for r in rows)
+
+
+class TestDbtModelsIntoPostgres:
+    """A keyed `table` model logged as Debezium events and one as `json` upserts, both with
+    'log.format.schema-include': Debezium's JDBC sink (read_committed) upserts each topic into
+    PostgreSQL, deletes included, and after every run the database table equals the model's."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        from tests.functional.flink_peer import model_sql
+
+        return {
+            "customers.sql": model_sql(
+                "materialized='table', unique_key='id', "
+                "**{'log.system': 'kafka', 'log.format.schema-include': true, 'log.system.partitions': 3}",
+                MODEL_COLUMNS, MODEL_STEPS),
+            "customers_upsert.sql": model_sql(
+                "materialized='table', unique_key='id', **{'log.system': 'kafka', 'log.format': 'json', "
+                "'log.changelog-mode': 'upsert', 'log.format.schema-include': true}",
+                MODEL_COLUMNS, MODEL_STEPS),
+        }
+
+    def test_the_sink_keeps_postgres_equal_to_the_model(self, project, kafka_connect, postgres_server):
+        from dbt.tests.util import run_dbt
+
+        from tests.functional.contract import table_state
+
+        pg, connect = postgres_server, kafka_connect
+        sinks = {model: (f"{project.test_schema}.{model}", f"{model}_{uuid.uuid4().hex[:6]}")
+                 for model in ("customers", "customers_upsert")}
+        for step in (1, 2, 3):
+            run_dbt(["run", "--vars", f"{{step: {step}}}"])
+            for model, (topic, table) in sinks.items():
+                if step == 1:  # the topic exists once the model has run
+                    connect.create_connector(f"sink-{table}", {
+                        **sink_config(topic, table, pg), "quote.identifiers": "true"})
+                connect.wait_for_sink(f"sink-{table}", [topic])
+                types, expected_rows = table_state(topic)
+                got = _canonical_rows(pg.rows(f'select * from "{table}"'), types)
+                assert got == expected_rows, (
+                    f"step {step}, {model}: PostgreSQL's {table} differs from the model\n"
+                    f" only in PostgreSQL: {sorted((got - expected_rows).elements())}\n"
+                    f" only in the model:  {sorted((expected_rows - got).elements())}\n"
+                    + connect.diagnostics(f"sink-{table}"))
+        # the sink made the tables from the records' Connect schemas
+        for _, table in sinks.values():
+            assert pg.column_types(table) == {
+                "id": "integer", "name": "text", "visits": "bigint", "score": "double precision",
+                "active": "boolean", "amount": "numeric(10,2)", "rate": "numeric(20,10)",
+                "birthday": "date", "updated_at": "timestamp(6) with time zone",
+                "local_at": "timestamp(6) without time zone"}
+            assert pg.primary_key(table) == ["id"]

@@ -259,8 +259,8 @@ class Attempt:
         events = itertools.count(1)  # Debezium's total_order of the next event
         if transactions:
             send = self._numbered(send, encoder.payload_end(), events)
-            writer.send(*debezium_transactions.begin_record(self.attempt, self.ts_ms, self._enveloped),
-                        route=b"", topic=transactions)
+            writer.send_beside(transactions, *debezium_transactions.begin_record(
+                self.attempt, self.ts_ms, self._enveloped))
 
         def send_all(records: Iterable[Tuple[Any, Any, Any, Any]]) -> None:
             for key, value, route, op in records:
@@ -280,9 +280,8 @@ class Attempt:
             if count // PROGRESS_EVERY > start // PROGRESS_EVERY:
                 progress(count)
         if transactions:
-            writer.send(*debezium_transactions.end_record(
-                self.attempt, self.ts_ms, self.table.writer_id, next(events) - 1, self._enveloped),
-                route=b"", topic=transactions)
+            writer.send_beside(transactions, *debezium_transactions.end_record(
+                self.attempt, self.ts_ms, self.table.writer_id, next(events) - 1, self._enveloped))
         return count
 
     @property

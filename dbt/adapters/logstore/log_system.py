@@ -39,6 +39,11 @@ class LogWriter(ABC):
         """Queue one record (a None value is a tombstone). `route` places keyless records:
         equal rows share a partition."""
 
+    def send_beside(self, topic: str, key: bytes, value: bytes) -> None:
+        """Queue a record for another topic of the log (Debezium's transaction topic), in the
+        same transaction as the records; it is not part of what the confirmation states."""
+        raise NotImplementedError(f"{type(self).__name__} writes no other topic")
+
     @abstractmethod
     def commit(self, confirmation: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]]) -> WriteResult:
         """Make every queued record durable, then write the confirmation (key, value) that

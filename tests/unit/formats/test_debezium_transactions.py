@@ -13,7 +13,10 @@ class RecordingWriter:
     def __init__(self):
         self.sent = []
 
-    def send(self, key, value, route, headers=(), topic=None):
+    def send(self, key, value, route, headers=()):
+        self.sent.append((None, key, value))
+
+    def send_beside(self, topic, key, value):
         self.sent.append((topic, key, value))
 
 

@@ -64,6 +64,22 @@ class ConfluentLogWriter(LogWriter):
         self._headers_of: Any = None  # the headers tuple last sent (one per attempt) ...
         self._headers: List[Tuple[str, bytes]] = []  # ... as the list librdkafka takes
 
+    def _delivered_beside(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = self._error or self._KafkaException(err)
+
+    def send_beside(self, topic: str, key: bytes, value: bytes) -> None:
+        if self._error is not None:
+            raise self._failure(self._error)
+        while True:
+            try:
+                self._produce(topic, value, key, on_delivery=self._delivered_beside)
+                return
+            except BufferError:  # the local queue is full: let it drain
+                self._serve(self._poll, 0.05)
+            except self._KafkaException as exc:
+                raise self._failure(exc, key) from exc
+
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._error = self._error or self._KafkaException(err)

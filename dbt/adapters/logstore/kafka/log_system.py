@@ -61,6 +61,12 @@ class KafkaLogSystem(LogSystem):
                                                   topic_configs={"retention.ms": "-1"})])
                 except TopicAlreadyExistsError:
                     pass
+            transactions = log.transaction_topic  # Debezium's BEGIN/END, one partition as Debezium's
+            if transactions and self._partition_count(admin, transactions) is None:
+                try:
+                    admin.create_topics([NewTopic(transactions, 1, log.replication)])
+                except TopicAlreadyExistsError:
+                    pass
             if existing is not None and existing < log.partitions:
                 raise LogConfigError(
                     f"Model '{log.model}': topic '{log.topic}' has {existing} partitions but "

@@ -107,6 +107,15 @@ class KafkaLogWriter(LogWriter):
                 and self._clock.due():
             self._next_transaction()
 
+    def send_beside(self, topic: str, key: bytes, value: bytes) -> None:
+        if self._error is not None:
+            raise self._failure(self._error)
+        try:
+            future = self._send(topic, value=value, key=key)
+        except self._KafkaError as exc:
+            raise self._failure(exc, key) from exc
+        future.add_errback(self._on_error_cb)  # its offset is not the log's: not acknowledged
+
     def _next_transaction(self) -> None:
         """Commit what is sent so far and go on in a new transaction (TransactionClock)."""
         from kafka.errors import KafkaError
