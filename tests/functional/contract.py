@@ -366,9 +366,12 @@ def assert_transaction_metadata(bootstrap_servers: str, topic: str, transaction_
     no other transaction appears. Returns how many transactions were checked."""
     confirmations = [json.loads(m.value) for m in read_topic(bootstrap_servers, topic + "__logstore_commits")]
     events: Dict[str, List[Dict[str, Any]]] = {}
+    partition_of: Dict[int, int] = {}  # id(event) -> its partition
     for m in confirmed(bootstrap_servers, topic, read_topic(bootstrap_servers, topic)):
         if m.value is not None:
-            events.setdefault(m.header("logstore.attempt"), []).append(m.envelope)
+            event = m.envelope
+            partition_of[id(event)] = m.partition
+            events.setdefault(m.header("logstore.attempt"), []).append(event)
     seen: Dict[str, List[str]] = {}
     ends: Dict[str, Dict[str, Any]] = {}
     for m in read_topic(bootstrap_servers, transaction_topic):
@@ -386,7 +389,12 @@ def assert_transaction_metadata(bootstrap_servers: str, topic: str, transaction_
         assert ends[attempt]["event_count"] == len(mine), (
             f"{where}: END of {attempt} counts {ends[attempt]['event_count']} events, the log holds {len(mine)}")
         assert [c["event_count"] for c in ends[attempt]["data_collections"]] == [len(mine)]
-        assert [e["transaction"] for e in mine] == [
-            {"id": attempt, "total_order": n, "data_collection_order": n} for n in range(1, len(mine) + 1)], \
-            f"{where}: the blocks of {attempt} do not number its events in order"
+        blocks = [e["transaction"] for e in mine]
+        assert all(b["id"] == attempt and b["data_collection_order"] == b["total_order"] for b in blocks), \
+            f"{where}: the blocks of {attempt}: {blocks[:3]}"
+        assert sorted(b["total_order"] for b in blocks) == list(range(1, len(mine) + 1)), \
+            f"{where}: the blocks of {attempt} do not number its events 1..{len(mine)}"
+        for partition in set(partition_of.values()):  # in the order written, within a partition
+            orders = [e["transaction"]["total_order"] for e in mine if partition_of[id(e)] == partition]
+            assert orders == sorted(orders), f"{where}: {attempt}, partition {partition}: {orders}"
     return len(attempts)
