@@ -38,6 +38,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
+from tests import kafka_cluster
 from tests.kafka_cluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,17 +49,8 @@ JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 JVM_OPTIONS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Djava.awt.headless=true"]
 
-LOG4J2 = """status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-logger.kafka.name = org.apache.kafka
-logger.kafka.level = WARN
-logger.connect.name = org.apache.kafka.connect
+# the brokers' logging (tests/kafka_cluster.py), with the worker's own loggers
+LOG4J2 = kafka_cluster.LOG4J2 + """logger.connect.name = org.apache.kafka.connect
 logger.connect.level = INFO
 logger.connectconfig.name = org.apache.kafka.connect.runtime.ConnectorConfig
 logger.connectconfig.level = WARN

@@ -79,6 +79,10 @@ class RecordEncoder(ABC):
     def value_sql(self, op: str, before: str, after: str) -> str:
         """Spark SQL (a string, or null for a tombstone) of `value`, from SQL expressions."""
 
+    def tombstone_on_delete_sql(self, op: str, value: str) -> str:
+        """`value` (SQL), or null (a tombstone) for a delete in upsert mode."""
+        return f"case when {op} = '{OP_DELETE}' then null else {value} end" if self.upsert else value
+
     def payload_end(self) -> int:
         """How many closing characters follow the change event's last field in a value (where
         Debezium's transaction block goes: debezium_transactions.py)."""

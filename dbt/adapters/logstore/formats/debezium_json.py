@@ -91,10 +91,7 @@ class DebeziumEncoder(RecordEncoder):
         return self.envelope.value(op, None if self.upsert else before, after)
 
     def value_sql(self, op: str, before: str, after: str) -> str:
-        value = self.envelope.value_sql(op, "null" if self.upsert else before, after)
-        if self.upsert:
-            value = f"case when {op} = '{OP_DELETE}' then null else {value} end"
-        return value
+        return self.tombstone_on_delete_sql(op, self.envelope.value_sql(op, "null" if self.upsert else before, after))
 
 
 class DebeziumJson(RecordFormat):

@@ -40,9 +40,7 @@ class BareRowEncoder(RecordEncoder):
             refusal = sql_string("log.format 'json' cannot express an update or delete "
                                  "without upsert mode")
             value = f"case when {op} = '{OP_INSERT}' then {value} else raise_error({refusal}) end"
-        if self.upsert:
-            value = f"case when {op} = '{OP_DELETE}' then null else {value} end"
-        return value
+        return self.tombstone_on_delete_sql(op, value)
 
 
 class JsonRows(RecordFormat):
