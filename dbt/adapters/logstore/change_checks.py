@@ -1,15 +1,16 @@
 """The checks a logged run makes before its table commit, each failing with "Nothing was
 changed": a keyed log's one row per key, a change that fits in one Kafka record, a bare-rows
-log (`log.format: json`) given only inserts, a catalog that keeps renamed partitions."""
+log (`log.format: json`) given only inserts, columns a Kafka Connect envelope can describe, a
+catalog that keeps renamed partitions."""
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import changes
 from dbt.adapters.logstore.catalog import Catalog
-from dbt.adapters.logstore.formats import get_format
+from dbt.adapters.logstore.formats import connect_schema, get_format
 from dbt.adapters.logstore.log_config import LogConfig
 
 
@@ -32,6 +33,21 @@ def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
     refusal = get_format(log.format).refuse_changes(log.upsert, summary.non_inserts)
     if refusal:
         raise DbtRuntimeError(f"Model '{log.model}': {refusal} Nothing was changed.")
+
+
+def check_columns(log: LogConfig, columns: Sequence[Tuple[str, str]]) -> None:
+    """Every column of the new rows can be written in the log's format: in Kafka Connect's
+    envelope, each needs a Connect schema (the mirror, after the commit, could not write it)."""
+    if not connect_schema.included(log.format_options):
+        return
+    unsupported = connect_schema.without_schema(columns)
+    if unsupported:
+        raise DbtRuntimeError(
+            f"Model '{log.model}': config '{connect_schema.SCHEMA_INCLUDE}' = true, but the columns "
+            f"{', '.join(unsupported)} have no Kafka Connect schema. Allowed: columns of boolean, "
+            f"integer, float, double, decimal, string, binary, date, timestamp, timestamp_ntz, "
+            f"array, map and struct types (cast the others), or the log without the envelope. "
+            f"Nothing was changed.")
 
 
 def check_unique(catalog: Catalog, log: LogConfig, relation: str, appended_to: Optional[str] = None) -> None:

@@ -247,6 +247,7 @@ class LogstoreAdapter(SparkAdapter):
         new = self._change_input(new_relation)
         if shape_of is not None:
             new = changes.shaped_like(new, self._column_names(shape_of))
+        change_checks.check_columns(log, list(zip(new.columns, new.types)))
         old = self._change_input(old_relation) if old_relation is not None else None
         if isinstance(scope_by, str):
             scope_by = [scope_by]

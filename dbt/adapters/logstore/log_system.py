@@ -65,7 +65,7 @@ class ReaderError(ValueError):
 @dataclass(frozen=True)
 class LogRecord:
     """One record as a log system's read side hands it out: no client library's type, so the
-    readers above (and encoding.decode_record, which reads these attribute names) work on any
+    readers above (and formats.decode_record, which reads these attribute names) work on any
     log system. `headers` are (name, bytes) pairs, as written."""
 
     partition: int

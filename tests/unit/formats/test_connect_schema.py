@@ -126,3 +126,20 @@ def test_a_log_without_the_option_records_nothing_new():
     props = log.table_properties()
     assert not any(k.startswith(("log.format.", "log.transaction")) for k in props)
     assert not log.images.epoch_temporals and log.transaction_topic is None
+
+
+def test_columns_without_a_connect_schema_are_refused_before_the_commit():
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt.adapters.logstore.change_checks import check_columns
+
+    log = _attempt().log
+    check_columns(log, COLUMNS)  # every type of the table above has one
+    with pytest.raises(DbtRuntimeError) as info:
+        check_columns(log, [("id", "int"), ("v", "variant"), ("span", "interval day to second")])
+    message = str(info.value)
+    assert "Model 'm'" in message and "log.format.schema-include" in message
+    assert "v variant, span interval day to second" in message and "Nothing was changed" in message
+    # without the envelope nothing is asked of the columns
+    plain = resolve_log_config(ModelRef("m", "shop", "orders", "table"), {"log.system": "kafka"}, "x:1")
+    check_columns(plain, [("v", "variant")])

@@ -27,6 +27,7 @@ from dbt.adapters.logstore.json_images import JsonImages
 # --- the registry --------------------------------------------------------------------------
 
 
+# In the order a reader tries them (decode_value): json_rows reads any value, so it stays last.
 FORMATS: Dict[str, RecordFormat] = {f.name: f for f in (debezium_json.FORMAT, json_rows.FORMAT)}
 # Options the format modules add (log_options.py reads their spellings with the core options').
 FORMAT_OPTIONS: Tuple[FormatOption, ...] = (*connect_schema.OPTIONS, *debezium_transactions.OPTIONS)
@@ -62,7 +63,7 @@ def decode_value(key: Any, value: Any) -> Decoded:
     if value is None:
         return Decoded(key, OP_DELETE, None, None)
     value = connect_schema.unwrap(value)
-    for candidate in (debezium_json.FORMAT, json_rows.FORMAT):
+    for candidate in FORMATS.values():  # bare rows (json_rows), which any value is, come last
         decoded = candidate.decode_value(key, value)
         if decoded is not None:
             return decoded

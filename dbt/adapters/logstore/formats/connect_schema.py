@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.formats.base import FormatOption, RecordEncoder, RecordFormat, TableShape
 from dbt.adapters.logstore.json_images import sql_string
@@ -102,6 +102,18 @@ def field_schema(spark_type: str, top_level: bool = True) -> Dict[str, Any]:
             fields.append({"field": name.strip().strip("`"), **field_schema(inner, False), "optional": True})
         return {"type": "struct", "fields": fields}
     raise ValueError(f"Spark type {spark_type!r} has no Kafka Connect schema")
+
+
+def without_schema(columns: Sequence[Tuple[str, str]]) -> List[str]:
+    """The columns (as `name type`) that have no Connect schema: a log in the envelope refuses
+    them before the table commit (change_checks.check_columns)."""
+    unsupported = []
+    for name, spark_type in columns:
+        try:
+            field_schema(spark_type)
+        except ValueError:
+            unsupported.append(f"{name} {spark_type}")
+    return unsupported
 
 
 def struct_schema(columns: Tuple[Tuple[str, str], ...], required: Tuple[str, ...]) -> Dict[str, Any]:
