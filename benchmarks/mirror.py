@@ -140,7 +140,7 @@ def bench_log(topic: str, servers: str) -> Any:
 
 def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
     """The client alone: one transactional producer, the pre-encoded records of the mirror."""
-    from dbt.adapters.logstore.commit_protocol import Attempt, Snapshot, TableRef
+    from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
     from dbt.adapters.logstore.log_config import LogConfig
     from dbt.adapters.logstore.log_system import get_log_system
 
@@ -253,7 +253,7 @@ def fetch_rate(log: Any) -> Tuple[float, float]:
     from pyspark.sql import SparkSession
 
     from dbt.adapters.logstore import changes
-    from dbt.adapters.logstore.commit_protocol import Attempt, Snapshot, TableRef
+    from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
     from dbt.adapters.logstore.row_source import iter_column_batches, table_options
     from dbt.adapters.spark.session import SessionConnectionWrapper
 

@@ -4,7 +4,7 @@ them to the driver intact. Real Spark, no dbt, no broker."""
 import pytest
 
 from dbt.adapters.logstore import changes
-from dbt.adapters.logstore.commit_protocol import Attempt, Snapshot, TableRef
+from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.row_source import iter_column_batches
 from tests.functional.contract import spark

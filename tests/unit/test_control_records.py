@@ -2,7 +2,7 @@
 read (parse_control_record, Confirmation), field for field."""
 import json
 
-from dbt.adapters.logstore.commit_protocol import Snapshot, TableRef
+from dbt.adapters.logstore.log_snapshots import Snapshot, TableRef
 from dbt.adapters.logstore.control_records import (
     DELIVER, DROP, HOLD, Confirmation, ConfirmedAttempts, RecordTags, confirmation_record,
     parse_control_record,

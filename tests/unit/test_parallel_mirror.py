@@ -4,10 +4,9 @@ import json
 
 import pytest
 
-from dbt.adapters.logstore import commit_protocol
-from dbt.adapters.logstore.commit_protocol import (
-    H_ATTEMPT,
-    H_WRITER,
+from dbt.adapters.logstore import names
+from dbt.adapters.logstore.names import H_ATTEMPT, H_WRITER
+from dbt.adapters.logstore.log_snapshots import (
     Attempt,
     Snapshot,
     write_change_set_parallel,
@@ -18,7 +17,7 @@ from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
 from dbt.adapters.logstore.names import task_writer_id
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
 from dbt.adapters.logstore.control_records import Confirmation
-from tests.unit.test_commit_protocol import (  # noqa: F401
+from tests.unit.test_log_snapshots import (  # noqa: F401
     CHANGESET, LOG, ROWS, TABLE, FakeWriter, fake_system, records_of,
 )
 from tests.unit.test_kafka_log import (  # noqa: F401
@@ -192,4 +191,4 @@ def test_attempt_pickles_for_spark_tasks():
     attempt = Attempt.new(LOG, TABLE, Snapshot(id=2), CHANGESET)
     assert pickle.loads(pickle.dumps(attempt)) == attempt
     assert attempt.snapshot_id == 3 and len(attempt.attempt) == 32
-    assert commit_protocol.H_WRITER == "logstore.writer"
+    assert names.H_WRITER == "logstore.writer"

@@ -4,14 +4,19 @@ columns, a relation looked up by name. The adapter hands one over (LogstoreAdapt
 those modules never see dbt's adapter machinery."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from dbt.adapters.logstore.commit_protocol import parse_properties
+from dbt.adapters.logstore.json_images import sql_string
 
 # the adapter's log lines (dbt's log and console), for every module that reports a step
 logger = AdapterLogger("logstore")
+
+
+def parse_properties(rows: Iterable[Any]) -> Dict[str, str]:
+    """`SHOW TBLPROPERTIES` rows -> dict."""
+    return {str(r[0]): str(r[1]) for r in rows}
 
 
 class Catalog:
@@ -41,3 +46,12 @@ class Catalog:
     def sibling(self, relation: Any, identifier: str) -> Optional[Any]:
         """The relation `identifier` in `relation`'s schema, if it exists."""
         return self._get_relation(relation.database, relation.schema, identifier)
+
+
+def properties_list_sql(properties: Mapping[str, str]) -> str:
+    """A `tblproperties` list: `('key' = 'value', ...)`, quoted and escaped."""
+    return "(" + ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items()) + ")"
+
+
+def set_properties_sql(relation: Any, properties: Mapping[str, str]) -> str:
+    return f"alter table {relation} set tblproperties {properties_list_sql(properties)}"

@@ -1,76 +1,204 @@
-"""The commit protocol: the order in which a logged model changes its table and its log.
-(Names in capitals are the protocol's names, defined in names.py.)
+"""The commit protocol: the order in which a logged model changes its table and its log, run
+here, step by step, for every logged materialization. (Names in capitals are the protocol's
+names, defined in names.py; `steps` is what the protocol asks of dbt and Spark, `Steps` below,
+which the adapter gives: impl.py.)
 
-1. `prepare`: the log is reachable and the topic exists, else fail before anything changes;
-   a log that starts now (`log_is_new`) first receives the table's current rows as inserts.
-2. The new rows are staged and the commit's change set is written to a change table
-   `<model>` + CHANGES_SUFFIX, tagged with a change-set id (the dbt invocation id).
-3. The table commit; the table is tagged `COMMITTED = <id>` in the same step (a rename of the
-   staged table carries it) or right after it (incremental inserts, which first record their
-   intent: the change set and the row counts before and after).
-4. The change set is streamed to the log as the table's next snapshot: every record carries
-   headers naming table, snapshot, change set and write attempt, and a confirmation record in
-   the control topic `<topic>` + CONTROL_TOPIC_SUFFIX (control_records.py) states what the
-   attempt wrote. One Kafka transaction holds both for `transactional`; an idempotent producer
-   writes them for `eventual`.
-5. The table is tagged `MIRRORED = <id>` with the snapshot id and the log offsets after it,
-   and the change table dropped.
+`begin`, before anything changes:
+  1. the model's run lock (run_lock.py): one run of a model at a time;
+  2. the log is reachable and its topic exists, else the run fails here;
+  3. what a failed run left behind is settled: a swap it began is finished; its change set is
+     written to the log again if its table commit happened (`recovery_action`), else dropped;
+  4. a log that starts now (`log_is_new`: log just enabled, a new topic or cluster) first
+     receives the table's current rows as inserts, as a commit of their own (steps 7 and 8).
 
-A change table left behind by a failed run is settled first by the next run (`recovery_action`):
-when the table commit happened and the table is not tagged mirrored, the control topic is asked
-whether an attempt was confirmed; if so its snapshot is adopted, otherwise the change set is
-written again as a new attempt. A change table whose table commit never happened is dropped.
-So a committed change reaches the log exactly once, as consumers count it (docs/log-format.md).
+The materialization stages the new rows. Then:
+  5. `build_changes`: the commit's change set is written to a change table `<model>` +
+     CHANGES_SUFFIX tagged with its id (the dbt invocation id, or a microbatch batch's), and
+     checked: keys unique, records small enough, the format can write it. Nothing has changed yet.
+  6. The table commit, in one of two ways, tagged `COMMITTED = <id>`:
+     - `commit_by_swap` (rebuilds): on Iceberg and Delta one `create or replace table` commits
+       the rows and the tag together; otherwise the staged table is tagged, the old table
+       dropped and the staged one renamed in (a run that dies in between is finished by step 3);
+     - `commit_by_statement` (incremental insert, overwrite, merge): first the intent (the change
+       set id, the row counts before and after, the table's state before), then the statement,
+       then the tag. A run that dies between statement and tag is judged by `recovery_action`.
+  7. `finish`: the change set is written to the log as the table's next snapshot
+     (log_snapshots.py: every record carries headers naming table, snapshot, change set and
+     write attempt; a confirmation record in the control topic `<topic>` + CONTROL_TOPIC_SUFFIX
+     states what the attempt wrote);
+  8. the table is tagged `MIRRORED = <id>` with the snapshot id and the log offsets after it,
+     and the change table dropped.
+
+So a committed change reaches the log exactly once, as consumers count it (docs/log-format.md):
+a run that dies after step 6 leaves its change table, and the next run's step 3 asks the control
+topic whether an attempt was confirmed; if so its snapshot is adopted, otherwise the change set
+is written again as a new attempt. A change table whose table commit never happened is dropped.
 """
 from __future__ import annotations
 
-import itertools
-import json
-import time
-import uuid
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Protocol, Sequence
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import faults
-from dbt.adapters.logstore.control_records import confirmation_record, parse_control_record
-from dbt.adapters.logstore.formats import (
-    RecordEncoder, TableShape, connect_schema, debezium_transactions, get_format, option_default,
-)
-from dbt.adapters.logstore.json_images import quote_identifier
+from dbt.adapters.logstore.catalog import logger, properties_list_sql
+from dbt.adapters.logstore.formats import option_default
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_continuation import continues_log
-from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
 from dbt.adapters.logstore.names import (
-    CHANGE_COLUMNS, CHANGESET_ID, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE,
-    H_TOMBSTONE, H_WRITER, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, INTENT_TABLE_STATE,
-    MIRRORED, SNAPSHOT_ATTEMPT,
-    SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_TABLE_VERSION, SOURCES, TOMBSTONE_AFTER_DELETE, TOPIC_PARTITIONS,
-    task_writer_id, task_writer_name,
+    COMMITTED, CHANGESET_ID, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, INTENT_TABLE_STATE,
+    MIRRORED, STAGED_SUFFIXES, TOPIC_PARTITIONS,
 )
 
-# What a rebuilt table takes over from the table it replaces.
-# How far a downstream table has read its upstream logs (see source_changes.py) is carried too.
-CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, SNAPSHOT_TABLE_VERSION, MIRRORED,
-           TOPIC_PARTITIONS, SOURCES)
 
-PROGRESS_EVERY = 100_000
+class Steps(Protocol):
+    """What the protocol asks of dbt and Spark (the adapter's methods, impl.py; the unit tests
+    record them). Relations are dbt's."""
 
-# A batch of records as columns (Attempt.records_sql): keys, values, routes (bytes or None) and
-# the changes' ops, one list each.
-RecordBatch = Tuple[list, list, list, list]
-ChangeRow = Tuple[str, Optional[str], Optional[str], Optional[str]]  # op, key, before, after
+    def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str: ...
+    def logstore_lock(self, log: LogConfig, target_relation: Any, invocation_id: str) -> str: ...
+    def logstore_prepare(self, log: LogConfig) -> int: ...
+    def logstore_relation(self, target_relation: Any, kind: str) -> Any: ...
+    def get_relation(self, database: Any, schema: Any, identifier: Any) -> Any: ...
+    def rename_relation(self, from_relation: Any, to_relation: Any) -> None: ...
+    def drop_relation(self, relation: Any) -> None: ...
+    def execute(self, sql: str) -> Any: ...
+    def logstore_crash_point(self, point: str) -> str: ...
+    # what the table's properties record (table_commit.py)
+    def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any: ...
+    def logstore_log_is_new(self, log: LogConfig, relation: Any, topic_partitions: int) -> bool: ...
+    def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any,
+                                   log_starts: bool = False) -> Optional[str]: ...
+    def logstore_settle_sources(self, relation: Any, changeset: str) -> None: ...
+    def logstore_set_properties(self, relation: Any, properties: Mapping[str, str]) -> str: ...
+    def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,
+                            topic_partitions: Optional[int] = None, carry_from: Any = None,
+                            record_sources: bool = True) -> Dict[str, str]: ...
+    def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
+                                   replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]: ...
+    # the change set (changes.py, change_checks.py)
+    def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None: ...
+    def logstore_change_sql(self, log: LogConfig, new_relation: Any, old_relation: Any = None,
+                            scope_by: Any = None, scope_relation: Any = None,
+                            mark_duplicates: bool = False, shape_of: Any = None) -> str: ...
+    def logstore_create(self, relation: Any, sql: str) -> str: ...
+    def logstore_readable_table_options(self) -> str: ...
+    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
+                                  marked_duplicates: bool = False) -> None: ...
+    # the log write (mirror.py)
+    def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
+                        changeset: str, rows_affected: Optional[int] = None,
+                        recovering: bool = False, log_starts: bool = False) -> Any: ...
+    def logstore_snapshot_properties(self, response: Any, changeset: str) -> Dict[str, str]: ...
 
 
-@dataclass(frozen=True)
-class TableRef:
-    schema: str
-    identifier: str
+def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocation_id: str,
+          changeset: str) -> int:
+    """Steps 1 to 4, before anything of this run changes; returns the topic's partition count.
+    `changeset`: this run's change-set id (a log that starts now uses it + '-start')."""
+    steps.logstore_check_catalog(log, partition_by)
+    steps.logstore_lock(log, target, invocation_id)
+    partitions = steps.logstore_prepare(log)
+    changes = steps.logstore_relation(target, "changes")
+    leftover = steps.get_relation(changes.database, changes.schema, changes.identifier)
+    existing = steps.get_relation(target.database, target.schema, target.identifier)
+    if leftover is not None and existing is None:
+        # a run that died between dropping the old table and renaming the new one in
+        staged = steps.logstore_interrupted_swap(leftover, target)
+        if staged is not None:
+            logger.info(f"logstore: putting {staged} in place of {target} (a failed run had committed it)")
+            steps.rename_relation(staged, target)
+            existing = target.incorporate(type="table")
+    log_starts = steps.logstore_log_is_new(log, existing, partitions)
+    if leftover is not None:
+        # a log that starts now starts from the table's rows: a failed run's change set is moot
+        pending = steps.logstore_pending_changeset(leftover, existing, log_starts)
+        if pending:
+            logger.info(f"logstore: re-sending change set {pending} of {target} left by a failed run")
+            steps.logstore_settle_sources(existing, pending)
+            finish(steps, log, existing, leftover, pending, recovering=True)
+        else:
+            steps.drop_relation(leftover)
+    if log_starts:
+        logger.info(f"logstore: {target} starts its log in {log.topic} with the table's current rows")
+        start = f"{changeset}-start"
+        build_changes(steps, log, changes, existing, changeset=start)
+        steps.logstore_set_properties(existing, steps.logstore_properties(
+            log, start, partitions, record_sources=False))
+        finish(steps, log, existing, changes, start, log_starts=True)
+    for kind in STAGED_SUFFIXES:  # what a failed run staged is never committed now
+        steps.drop_relation(steps.logstore_relation(target, kind))
+    return partitions
 
-    @property
-    def writer_id(self) -> str:
-        return f"{self.schema}.{self.identifier}"
+
+def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any = None,
+                  scope_by: Sequence[str] = (), changeset: str = "", scope_relation: Any = None,
+                  unique_check: bool = False, shape_of: Any = None) -> None:
+    """Step 5: the change set from `old` (None: no old rows) to `new` as a table tagged with its
+    id, and the checks before the table commit. `scope_by` limits the old rows (partitions or
+    keys replaced, `scope_relation`'s keys when given). `unique_check`: fail if `new` repeats a
+    key of a keyed log (with old rows the diff counts keys in its own shuffle, else a query of
+    its own does). `shape_of`: the table `new`'s rows are inserted into by column name."""
+    mark_duplicates = unique_check and old is not None
+    if unique_check and not mark_duplicates:
+        steps.logstore_check_unique(log, new)
+    sql = steps.logstore_change_sql(log, new, old, scope_by or None, scope_relation, mark_duplicates, shape_of)
+    steps.logstore_create(changes, (
+        f"create table {changes} using parquet {steps.logstore_readable_table_options()} "
+        f"tblproperties {properties_list_sql({CHANGESET_ID: changeset})} as {sql}"))
+    steps.logstore_check_change_set(log, changes, mark_duplicates)
+
+
+def commit_by_swap(steps: Steps, log: LogConfig, staged: Any, target: Any, old: Any, changes: Any,
+                   changeset: str, partitions: int, rows_affected: Optional[int],
+                   replace_clauses: Optional[str] = None,
+                   model_properties: Optional[Mapping[str, str]] = None) -> Any:
+    """Step 6 for a rebuilt table, then 7 and 8: the staged rows and the change-set tag commit
+    together. With `replace_clauses` (Iceberg, Delta: table_formats.replaces_in_place) one
+    `create or replace table` with those clauses (`using`, `partitioned by`, ... as dbt-spark
+    renders them) commits both and keeps the table's history; the commit's properties go next
+    to the model's own (`model_properties`). Otherwise the tagged staged table takes the
+    model's name."""
+    properties = steps.logstore_properties(log, changeset, partitions, old)
+    if replace_clauses is not None:
+        steps.execute(f"create or replace table {target} {replace_clauses} tblproperties "
+                      f"{properties_list_sql({**(model_properties or {}), **properties})} "
+                      f"as select * from {staged}")
+        steps.drop_relation(staged)
+    else:
+        steps.logstore_set_properties(staged, properties)
+        if old is not None:
+            steps.drop_relation(old)
+            steps.logstore_crash_point("mid_swap")
+        steps.rename_relation(staged, target)
+    return finish(steps, log, target, changes, changeset, rows_affected)
+
+
+def commit_by_statement(steps: Steps, log: LogConfig, target: Any, staged: Any, existing: Any,
+                        changes: Any, changeset: str, partitions: int, statement: str,
+                        rows_affected: int, replaced_by: Any, replaces_rows: bool) -> Any:
+    """Step 6 for an incremental statement (insert, overwrite, merge into the table), then 7
+    and 8. The intent first, so a run that dies between the statement and its tag can be judged
+    (`recovery_action`): `replaced_by` names the columns whose values the new rows replace
+    (partitions, keys), `replaces_rows` is false for an append."""
+    intent = steps.logstore_intent_properties(staged, existing, rows_affected, replaced_by, replaces_rows)
+    steps.logstore_set_properties(target, {**intent, INTENT: changeset})
+    steps.logstore_crash_point("incremental_intent")
+    steps.execute(statement)
+    steps.logstore_crash_point("incremental_commit")
+    steps.logstore_set_properties(target, steps.logstore_properties(log, changeset, partitions))
+    return finish(steps, log, target, changes, changeset, rows_affected)
+
+
+def finish(steps: Steps, log: LogConfig, target: Any, changes: Any, changeset: str,
+           rows_affected: Optional[int] = None, recovering: bool = False,
+           log_starts: bool = False) -> Any:
+    """Steps 7 and 8, after the table commit: the change set written to the log as the next
+    snapshot (when `recovering`, a snapshot an earlier attempt confirmed is adopted), recorded
+    with the table, and the change table dropped. Returns the run's response."""
+    response = steps.logstore_mirror(log, changes, target, changeset, rows_affected, recovering, log_starts)
+    steps.logstore_set_properties(target, steps.logstore_snapshot_properties(response, changeset))
+    steps.drop_relation(changes)
+    return response
 
 
 def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, str],
@@ -146,292 +274,3 @@ def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions:
             f"its records were written with {stored_partitions}; keys would move between "
             f"partitions and lose their order. {advice}")
     return False
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A committed snapshot of a logged table: its id (monotonic per table) and, per partition,
-    the log offset a reader continues from after it (Paimon's `logOffsets`)."""
-
-    id: int = 0
-    end_offsets: Dict[int, int] = field(default_factory=dict)
-    attempt: Optional[str] = None
-    records: int = 0
-    written: Dict[int, Tuple[int, int]] = field(default_factory=dict)  # [first, next) this commit
-    transactions: int = 1  # Kafka transactions the attempt's records took
-    longest_transaction_s: float = 0.0  # of this attempt's, as its writers timed them
-    # the table format's version holding the snapshot's rows (table_formats.committed_version)
-    table_version: Optional[str] = None
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> "Snapshot":
-        offsets = json.loads(props.get(SNAPSHOT_OFFSETS) or "{}")
-        return cls(id=int(props.get(SNAPSHOT_ID) or 0),
-                   end_offsets={int(p): int(o) for p, o in offsets.items()},
-                   attempt=props.get(SNAPSHOT_ATTEMPT) or None,
-                   table_version=props.get(SNAPSHOT_TABLE_VERSION) or None)
-
-    @classmethod
-    def from_confirmation(cls, confirmation: Mapping[str, Any]) -> "Snapshot":
-        return cls(id=int(confirmation["snapshot"]),
-                   end_offsets={int(p): int(o) for p, o in confirmation["end_offsets"].items()},
-                   attempt=confirmation["attempt"], records=int(confirmation["records"]),
-                   written={int(p): (a, b + 1) for p, (a, b) in confirmation["offsets"].items()},
-                   transactions=int(confirmation.get("transactions", 1)),
-                   table_version=confirmation.get("table_version"))
-
-    def properties(self, changeset: str) -> Dict[str, str]:
-        return {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
-                SNAPSHOT_OFFSETS: json.dumps({str(p): o for p, o in sorted(self.end_offsets.items())}),
-                SNAPSHOT_ATTEMPT: self.attempt or "", SNAPSHOT_TABLE_VERSION: self.table_version or ""}
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One attempt to write a change set: everything a writer of it needs (the driver, or each
-    Spark task of a parallel attempt, which receives it pickled)."""
-
-    log: LogConfig
-    table: TableRef
-    snapshot_id: int
-    changeset: str
-    attempt: str
-    ts_ms: int
-    table_version: Optional[str] = None  # the format's version the table commit made
-    # the table's (name, Spark type) columns after the commit: the Connect schema's
-    columns: Tuple[Tuple[str, str], ...] = ()
-    snapshot_read: bool = False  # the change set is the table's rows as the log starts
-
-    @classmethod
-    def new(cls, log: LogConfig, table: TableRef, previous: Snapshot, changeset: str,
-            table_version: Optional[str] = None, columns: Tuple[Tuple[str, str], ...] = (),
-            snapshot_read: bool = False) -> "Attempt":
-        return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, int(time.time() * 1000),
-                   table_version, tuple(columns), snapshot_read)
-
-    def encoder(self) -> RecordEncoder:
-        """The log format's encoder for this attempt (formats/), with Kafka Connect's envelope
-        when the log includes the schema."""
-        fmt, options = get_format(self.log.format), self.log.format_options
-        shape = TableShape(self.table.schema, self.table.identifier, self.columns, self.log.unique_key)
-        snapshot_read = self.snapshot_read and debezium_transactions.enabled(options)
-        encoder = fmt.encoder(shape, self.ts_ms, self.log.upsert, options, snapshot_read)
-        return connect_schema.wrap(encoder, fmt, shape, options)
-
-    def headers(self, writer: Optional[str] = None) -> Tuple[Tuple[str, bytes], ...]:
-        headers = ((H_TABLE, self.table.writer_id.encode()), (H_SNAPSHOT, str(self.snapshot_id).encode()),
-                   (H_CHANGESET, self.changeset.encode()), (H_ATTEMPT, self.attempt.encode()))
-        if writer is not None:
-            headers += ((H_WRITER, writer.encode()),)
-        return headers
-
-    def encode_rows(self, rows: Iterable[ChangeRow]) -> RecordBatch:
-        """The records of change rows (op, key, before, after) encoded in Python: the reference
-        form of records_sql, which the tests hold it to."""
-        encoder = self.encoder()
-        batch: RecordBatch = ([], [], [], [])
-        for op, key, before, after in rows:
-            batch[0].append(encoder.key(key))
-            batch[1].append(encoder.value(op, before, after))
-            batch[2].append(None if encoder.keyed else (after or before or "").encode())
-            batch[3].append(op)
-        return batch
-
-    def records_sql(self, changes_relation: str) -> str:
-        """Spark SQL of this attempt's records, rendered from a change table: the columns of
-        RecordBatch, so only bytes cross into Python (formats.RecordEncoder.record_sql)."""
-        op, key, before, after = (quote_identifier(name) for name in CHANGE_COLUMNS)
-        key, value, route = self.encoder().record_sql(op, key, before, after)
-        return (f"select {key} as key, {value} as value, {route} as route, {op} as op "
-                f"from {changes_relation}")
-
-    def send_batches(self, writer: LogWriter, batches: Iterable[RecordBatch],
-                     writer_name: Optional[str] = None,
-                     progress: Callable[[int], None] = lambda n: None) -> int:
-        """Queue the records of `batches` (from records_sql) on `writer`; returns how many
-        changes. The per-record work is the writer's send. With Debezium's transaction metadata,
-        the attempt's BEGIN event comes first and its END last, and each event gets its block."""
-        encoder = self.encoder()
-        send, tombstones = writer.send, encoder.tombstone_after_delete
-        headers = self.headers(writer_name)
-        tombstone_headers = headers + ((H_TOMBSTONE, TOMBSTONE_AFTER_DELETE),)
-        transactions = self.log.transaction_topic
-        events = itertools.count(1)  # Debezium's total_order of the next event
-        if transactions:
-            send = self._numbered(send, encoder.payload_end(), events)
-            writer.send_beside(transactions, *debezium_transactions.begin_record(
-                self.attempt, self.ts_ms, self._enveloped))
-
-        def send_all(records: Iterable[Tuple[Any, Any, Any, Any]]) -> None:
-            for key, value, route, op in records:
-                send(key, value, route=route, headers=headers)
-                if tombstones and op == "d" and key is not None:  # right behind its delete
-                    writer.send(key, None, route=route, headers=tombstone_headers)
-
-        count = 0
-        for keys, values, routes, ops in batches:
-            start, records = count, zip(keys, values, routes, ops)
-            if start < 2:  # the fault point sits after the attempt's second record
-                send_all(itertools.islice(records, 2 - start))
-                if start + len(keys) >= 2:
-                    faults.maybe_crash("mid_log_write")
-            send_all(records)
-            count = start + len(keys)
-            if count // PROGRESS_EVERY > start // PROGRESS_EVERY:
-                progress(count)
-        if transactions:
-            writer.send_beside(transactions, *debezium_transactions.end_record(
-                self.attempt, self.ts_ms, self.table.writer_id, next(events) - 1, self._enveloped))
-        return count
-
-    @property
-    def _enveloped(self) -> bool:
-        return connect_schema.included(self.log.format_options)
-
-    def _numbered(self, send: Callable[..., None], payload_end: int,
-                  order: Iterator[int]) -> Callable[..., None]:
-        """`send` that gives each change event (not a tombstone) its Debezium transaction block."""
-        def numbered(key: Any, value: Any, route: Any, headers: Any) -> None:
-            if value is not None:
-                value = debezium_transactions.ordered(value, self.attempt, next(order), payload_end)
-            send(key, value, route=route, headers=headers)
-        return numbered
-
-
-def _written(writer: LogWriter, send: Callable[[], Any],
-             confirm: Optional[Callable[[WriteResult], Tuple[bytes, bytes]]] = None) -> WriteResult:
-    """Run `send` (the records onto `writer`) and commit the writer, with the confirmation
-    `confirm` renders; on any failure the writer aborts (nothing of it commits, in
-    transactional mode) and the failure goes on."""
-    try:
-        send()
-        return writer.commit(confirm)
-    except BaseException:
-        writer.abort()
-        raise
-
-
-def _confirmation(attempt: Attempt, previous: Snapshot, into: Dict[str, Any],
-                  writers: Optional[Mapping[str, WriteResult]] = None
-                  ) -> Callable[[WriteResult], Tuple[bytes, bytes]]:
-    """What a writer's commit calls for the attempt's confirmation record, once every record is
-    acknowledged: the record, also kept decoded in `into`. `writers` (a parallel attempt): what
-    each task wrote, confirmed in place of what the confirming writer itself wrote (nothing)."""
-    def confirm(result: WriteResult) -> Tuple[bytes, bytes]:
-        if writers is not None:
-            result = _all_of(str(attempt.log.topic), writers.values())
-        key, value = confirmation_record(attempt.log, attempt.table, attempt.snapshot_id,
-                                         attempt.changeset, attempt.attempt, previous, result, writers,
-                                         attempt.table_version)
-        into.update(parse_control_record(value))
-        return key, value
-    return confirm
-
-
-def _all_of(topic: str, results: Iterable[WriteResult]) -> WriteResult:
-    total = WriteResult(topic=topic, transactions=0)
-    for result in results:
-        total.records += result.records
-        total.transactions += result.transactions
-        for p, (first, nxt) in result.offsets.items():
-            total.acknowledge(p, first)
-            total.acknowledge(p, nxt - 1)
-    return total
-
-
-def write_change_set(
-    log: LogConfig,
-    table: TableRef,
-    records: Callable[[Attempt], Iterable[RecordBatch]],
-    previous: Snapshot,
-    changeset: str,
-    progress: Callable[[int], None] = lambda n: None,
-    table_version: Optional[str] = None,
-    columns: Tuple[Tuple[str, str], ...] = (),
-    snapshot_read: bool = False,
-) -> Snapshot:
-    """Stream one commit's records (`records` of the attempt: its records_sql, read) into the
-    log as snapshot `previous.id + 1`, confirmed by a control record; all or nothing for
-    transactional logs. Each call is a new attempt. `columns` and `snapshot_read`: see Attempt."""
-    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read)
-    writer = get_log_system(log.system).open_writer(log, table.writer_id)
-    confirmation: Dict[str, Any] = {}
-    result = _written(writer, lambda: attempt.send_batches(writer, records(attempt), progress=progress),
-                      _confirmation(attempt, previous, confirmation))
-    faults.maybe_crash("after_log_commit")
-    return replace(Snapshot.from_confirmation(confirmation),
-                   longest_transaction_s=result.longest_transaction_s)
-
-
-def write_task_share(attempt: Attempt, task: int, task_attempt: int,
-                     batches: Iterable[RecordBatch]) -> Tuple[str, WriteResult]:
-    """One Spark task's share of a parallel attempt: its records, written and committed with the
-    task's own producer (its own transaction in transactional mode), without a confirmation.
-    Returns the writer name (recorded in the H_WRITER header) and what it wrote."""
-    name = task_writer_name(task, task_attempt)
-    writer = get_log_system(attempt.log.system).open_writer(
-        attempt.log, task_writer_id(attempt.table.writer_id, task))
-    return name, _written(writer, lambda: attempt.send_batches(writer, batches, writer_name=name))
-
-
-def write_change_set_parallel(
-    log: LogConfig,
-    table: TableRef,
-    run_tasks: Callable[[Attempt], Iterable[Tuple[str, WriteResult]]],
-    previous: Snapshot,
-    changeset: str,
-    table_version: Optional[str] = None,
-    columns: Tuple[Tuple[str, str], ...] = (),
-    snapshot_read: bool = False,
-) -> Snapshot:
-    """A change set written by parallel writers (Spark tasks, `run_tasks`), each committing its
-    share with its own producer; the driver then writes the one confirmation, listing every
-    writer's offsets, in the table's own transaction. Consumers that deliver confirmed records
-    only (docs/log-format.md) get each change once; the tasks' transactions commit separately,
-    so a plain read_committed consumer may see the records of a task that was retried."""
-    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read)
-    # The table's writer first: it fences a dead driver of an earlier run of this table.
-    coordinator = get_log_system(log.system).open_writer(log, table.writer_id)
-    confirmation: Dict[str, Any] = {}
-    writers: Dict[str, WriteResult] = {}
-    coordinator_result = _written(coordinator, lambda: writers.update(run_tasks(attempt)),
-                                  _confirmation(attempt, previous, confirmation, writers))
-    faults.maybe_crash("after_log_commit")
-    longest = max([coordinator_result.longest_transaction_s]
-                  + [w.longest_transaction_s for w in writers.values()])
-    return replace(Snapshot.from_confirmation(confirmation), longest_transaction_s=longest)
-
-
-def prepare_log(log: LogConfig) -> int:
-    """The log is reachable and its topic exists; returns the topic's partition count."""
-    return get_log_system(log.system).prepare(log)
-
-
-class UnloggedCommit(ValueError):
-    """A table holds a commit whose change set is not in its log yet."""
-
-
-def logged_snapshot(props: Mapping[str, str], model: str) -> int:
-    """The table's snapshot, when its rows are exactly what its log holds up to that snapshot
-    (what a reader may start from); else UnloggedCommit saying how to settle it."""
-    if props.get(COMMITTED) != props.get(MIRRORED):
-        raise UnloggedCommit(
-            f"'{model}' holds change set {props.get(COMMITTED)}, which is not in its log yet; run "
-            f"it, or dbt run-operation logstore_recover --args '{{model: {model}}}', first.")
-    return int(props.get(SNAPSHOT_ID) or 0)
-
-
-def readable_snapshot(props: Mapping[str, str], model: str) -> Tuple[int, Optional[str]]:
-    """The snapshot a hybrid read starts from and the table format's version holding its rows
-    (None for a plain table, read as it is). A table with versions (Iceberg, Delta) is read as
-    of the newest logged snapshot's version, so the read is exact even while a newer commit is
-    on its way to the log; a plain table only when its rows are what its log holds."""
-    version = props.get(SNAPSHOT_TABLE_VERSION) or None
-    if version is None:
-        return logged_snapshot(props, model), None
-    return int(props.get(SNAPSHOT_ID) or 0), version
-
-
-def parse_properties(rows: Iterable[Any]) -> dict:
-    """`SHOW TBLPROPERTIES` rows -> dict."""
-    return {str(r[0]): str(r[1]) for r in rows}

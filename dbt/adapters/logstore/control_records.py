@@ -19,8 +19,8 @@ from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
 Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
 
 
-# What confirmation_record needs of commit_protocol's TableRef and Snapshot: named by shape,
-# since commit_protocol imports this module (and the package has no import circle).
+# What confirmation_record needs of log_snapshots' TableRef and Snapshot: named by shape,
+# since log_snapshots imports this module (and the package has no import circle).
 class _Table(Protocol):
     @property
     def writer_id(self) -> str: ...

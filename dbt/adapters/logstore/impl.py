@@ -1,10 +1,13 @@
-"""The adapter: dbt-spark's, plus thin `@available` methods the logstore macros call.
+"""The adapter: dbt-spark's, plus thin `@available` methods the logstore macros call, and the
+steps the commit protocol asks of dbt and Spark (`commit_protocol.Steps`, not callable from Jinja).
 
-Each method turns Jinja's loose values into typed objects and hands off to plain Python, giving
-it the model thread's connection as a `catalog.Catalog`: config resolution (`log_config`), the
+The materializations hand each commit to `commit_protocol` in three calls (`logstore_begin`,
+`logstore_build_changes`, `logstore_commit_by_swap` or `_by_statement`), which runs its steps
+on this adapter. Each method turns Jinja's loose values into typed objects and hands off to
+plain Python, giving it the model thread's connection as a `catalog.Catalog`: config resolution (`log_config`), the
 run lock (`run_lock`, `leftovers`), change computation and the last checks (`changes`,
 `change_checks`), what the table's properties record (`table_commit`), the mirror after the
-table commit (`mirror`, over `commit_protocol` and the log system) and upstream changes landed
+table commit (`mirror`, over `log_snapshots` and the log system) and upstream changes landed
 for downstream models (`source_landing`). It keeps what only dbt's adapter knows: relations,
 columns, the thread's model run (ModelRunState) and dbt's hooks.
 """
@@ -21,10 +24,10 @@ from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
-    change_checks, changes, commit_protocol, faults, leftovers, mirror, names, row_source, run_lock,
-    run_modes, source_changes, source_landing, table_commit, table_formats,
+    change_checks, changes, commit_protocol, faults, leftovers, log_snapshots, mirror, names,
+    row_source, run_lock, run_modes, source_changes, source_landing, table_commit, table_formats,
 )
-from dbt.adapters.logstore.catalog import Catalog, logger
+from dbt.adapters.logstore.catalog import Catalog, logger, set_properties_sql
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import (
     LogConfig, ModelRef, check_all, node_config, resolve_log_config,
@@ -122,12 +125,65 @@ class LogstoreAdapter(SparkAdapter):
         logger.info(run_modes.not_logged_explanation(log, flag))
         return run_modes.not_logged(log, flag, created)
 
+    # --- the commit protocol, as the materializations call it (commit_protocol.py) -------
+    # The adapter is the protocol's `steps`: the methods below these four.
+
+    @available.parse_none
+    def logstore_begin(self, log: LogConfig, target_relation: Any, partition_by: Any,
+                       invocation_id: str, changeset: str) -> int:
+        """Before anything changes: lock, log ready, a failed run settled, a new log started
+        (commit_protocol.begin). Returns the topic's partition count."""
+        return commit_protocol.begin(self, log, target_relation, partition_by, invocation_id, changeset)
+
+    @available.parse_none
+    def logstore_build_changes(self, log: LogConfig, changes_relation: Any, new_relation: Any,
+                               old_relation: Any = None, scope_by: Any = None,
+                               changeset: str = "", scope_relation: Any = None,
+                               unique_check: bool = False, shape_of: Any = None) -> str:
+        """The change set, as a tagged change table, checked (commit_protocol.build_changes)."""
+        if isinstance(scope_by, str):
+            scope_by = [scope_by]
+        commit_protocol.build_changes(self, log, changes_relation, new_relation, old_relation,
+                                      tuple(scope_by or ()), changeset, scope_relation,
+                                      unique_check, shape_of)
+        return ""
+
+    @available.parse_none
+    def logstore_commit_by_swap(self, log: LogConfig, staged_relation: Any, target_relation: Any,
+                                old_relation: Any, changes_relation: Any, changeset: str,
+                                partitions: int, rows_affected: Optional[int],
+                                file_format: Optional[str] = None, replace_clauses: str = "",
+                                model_properties: Optional[Mapping[str, str]] = None
+                                ) -> mirror.LogstoreAdapterResponse:
+        """A rebuilt table's commit, then its log write (commit_protocol.commit_by_swap);
+        `replace_clauses` are used where the table is replaced in place (table_formats)."""
+        in_place = self.logstore_replaces_in_place(file_format, old_relation)
+        return commit_protocol.commit_by_swap(
+            self, log, staged_relation, target_relation, old_relation, changes_relation, changeset,
+            partitions, rows_affected, replace_clauses if in_place else None, model_properties)
+
+    @available.parse_none
+    def logstore_commit_by_statement(self, log: LogConfig, target_relation: Any, staged_relation: Any,
+                                     existing_relation: Any, changes_relation: Any, changeset: str,
+                                     partitions: int, statement: str, rows_affected: int,
+                                     replaced_by: Any = None, replaces_rows: bool = True
+                                     ) -> mirror.LogstoreAdapterResponse:
+        """An incremental statement's commit, then its log write (commit_protocol.commit_by_statement)."""
+        if isinstance(replaced_by, str):
+            replaced_by = [replaced_by]
+        return commit_protocol.commit_by_statement(
+            self, log, target_relation, staged_relation, existing_relation, changes_relation,
+            changeset, partitions, statement, rows_affected, tuple(replaced_by or ()), replaces_rows)
+
+    def logstore_set_properties(self, relation: Any, properties: Mapping[str, str]) -> str:
+        self.execute(set_properties_sql(relation, properties))
+        return ""
+
     # --- one run at a time per model ----------------------------------------------------
 
     def _catalog(self) -> Catalog:
         return Catalog(self.execute, self.get_relation, self.get_columns_in_relation)
 
-    @available.parse_none
     def logstore_lock(self, log: LogConfig, target_relation: Any, invocation_id: str) -> str:
         """Take the model's run lock (see run_lock.py) or fail, naming the run that holds it.
         The post-model hook releases it when the materialization ends, however it ends."""
@@ -196,7 +252,6 @@ class LogstoreAdapter(SparkAdapter):
 
     # --- before the table changes --------------------------------------------------------
 
-    @available.parse_none
     def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str:
         """Refuse a partitioned logged model on Spark's in-memory catalog, before anything
         changes: that catalog keeps a renamed table's old partition paths, so the staged table
@@ -209,10 +264,9 @@ class LogstoreAdapter(SparkAdapter):
                 raise DbtRuntimeError(change_checks.in_memory_catalog_message(log.model))
         return ""
 
-    @available.parse_none
     def logstore_prepare(self, log: LogConfig) -> int:
         """The log is reachable and its topic exists; returns the topic's partition count."""
-        return commit_protocol.prepare_log(log)
+        return log_snapshots.prepare_log(log)
 
     @available.parse_none
     def logstore_continue_log(self, log: LogConfig, target_relation: Any) -> LogConfig:
@@ -227,14 +281,12 @@ class LogstoreAdapter(SparkAdapter):
             logger.warning(warning)
         return log
 
-    @available.parse_none
     def logstore_log_is_new(self, log: LogConfig, relation: Any, topic_partitions: int) -> bool:
         """Whether the existing table's log starts now (see commit_protocol.log_is_new)."""
         if relation is None or not relation.is_table:
             return False
         return commit_protocol.log_is_new(log, self._table_properties(relation), topic_partitions)
 
-    @available.parse_none
     def logstore_change_sql(
         self, log: LogConfig, new_relation: Any, old_relation: Any = None, scope_by: Any = None,
         scope_relation: Any = None, mark_duplicates: bool = False, shape_of: Any = None,
@@ -277,7 +329,6 @@ class LogstoreAdapter(SparkAdapter):
             log.unique_key, None if replaced is None else str(replaced),
         )
 
-    @available.parse_none
     def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
                                   marked_duplicates: bool = False) -> None:
         """Last checks before the table commit (change_checks.check_change_set); the last step
@@ -286,7 +337,6 @@ class LogstoreAdapter(SparkAdapter):
         faults.maybe_crash("before_table_commit")
         self._hold_lock(log)
 
-    @available.parse_none
     def logstore_crash_point(self, point: str) -> str:
         """Fault tests: die (or pause) here when LOGSTORE_FAULT_INJECT (or _PAUSE) names it."""
         faults.maybe_crash(point)
@@ -309,7 +359,6 @@ class LogstoreAdapter(SparkAdapter):
 
     # --- after the table commit -----------------------------------------------------------
 
-    @available.parse_none
     def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
                         changeset: str, rows_affected: Optional[int] = None,
                         recovering: bool = False, log_starts: bool = False) -> mirror.LogstoreAdapterResponse:
@@ -323,22 +372,19 @@ class LogstoreAdapter(SparkAdapter):
             str(changes_relation), target_relation, changeset, recovering, log_starts)
         return mirror.response(log, snapshot, rows_affected, time.monotonic() - started)
 
-    @available
     def logstore_snapshot_properties(self, response: mirror.LogstoreAdapterResponse, changeset: str) -> Dict[str, str]:
         """Table properties recording the snapshot a mirror wrote (or adopted)."""
-        snapshot = commit_protocol.Snapshot(
+        snapshot = log_snapshots.Snapshot(
             id=int(response.log_snapshot or 0), attempt=response.log_attempt,
             table_version=response.log_table_version,
             end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()})
         return snapshot.properties(changeset)
 
-    @available.parse_none
     def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any,
                                    log_starts: bool = False) -> Optional[str]:
         """A change set a failed run committed but did not finish logging (table_commit)."""
         return table_commit.pending_changeset(self._catalog(), changes_relation, target_relation, log_starts)
 
-    @available.parse_none
     def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any:
         """A committed staged table a failed run was renaming in (table_commit)."""
         return table_commit.interrupted_swap(self._catalog(), changes_relation, target_relation)
@@ -356,7 +402,6 @@ class LogstoreAdapter(SparkAdapter):
         """Whether a rebuild is one atomic `create or replace` (table_formats)."""
         return table_formats.replaces_in_place(file_format, old_relation, self._catalog())
 
-    @available.parse_none
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
                                    replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]:
         """The intent of an incremental commit (table_commit.intent_properties)."""
@@ -366,7 +411,6 @@ class LogstoreAdapter(SparkAdapter):
                                               tuple(replaced_by or ()), replaces_rows,
                                               self._run_state().sources)
 
-    @available.parse_none
     def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,
                             topic_partitions: Optional[int] = None,
                             carry_from: Any = None, record_sources: bool = True) -> Dict[str, str]:
@@ -408,7 +452,6 @@ class LogstoreAdapter(SparkAdapter):
         """The rows of `relation` a merge upserts (source_changes.upserts_sql)."""
         return source_changes.upserts_sql(str(relation), self._column_names(relation))
 
-    @available.parse_none
     def logstore_settle_sources(self, relation: Any, changeset: str) -> None:
         """Recovery: an intended upstream position becomes the table's (table_commit)."""
         table_commit.settle_sources(self._catalog(), relation, changeset)

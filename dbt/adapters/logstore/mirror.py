@@ -1,5 +1,5 @@
 """After the table commit: its change set written to the log as the table's next snapshot, by
-the driver (one writer, commit_protocol.write_change_set) or by Spark tasks (parallel_mirror),
+the driver (one writer, log_snapshots.write_change_set) or by Spark tasks (parallel_mirror),
 or, when a run recovers, the snapshot an earlier attempt already confirmed adopted."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import commit_protocol, parallel_mirror, table_formats
+from dbt.adapters.logstore import log_snapshots, parallel_mirror, table_formats
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.log_config import LogConfig
@@ -34,7 +34,7 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_skipped: Optional[str] = None  # the dbt flag of a reduced-input run (run_modes.py)
 
 
-def response(log: LogConfig, snapshot: commit_protocol.Snapshot, rows_affected: Optional[int],
+def response(log: LogConfig, snapshot: log_snapshots.Snapshot, rows_affected: Optional[int],
              seconds: float) -> LogstoreAdapterResponse:
     """What a logged model's run reports (dbt's console line and run_results.json)."""
     offsets = {str(p): [a, b - 1] for p, (a, b) in sorted(snapshot.written.items())}
@@ -59,21 +59,21 @@ def response(log: LogConfig, snapshot: commit_protocol.Snapshot, rows_affected: 
 
 def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_relation: str,
                       target_relation: Any, changeset: str, recovering: bool = False,
-                      log_starts: bool = False) -> commit_protocol.Snapshot:
+                      log_starts: bool = False) -> log_snapshots.Snapshot:
     """The snapshot the table's committed change set (`changes_relation`) is in the log as.
     `handle` is the model thread's dbt-spark connection handle (the rows' way out of Spark)."""
-    table = commit_protocol.TableRef(str(target_relation.schema), str(target_relation.identifier))
+    table = log_snapshots.TableRef(str(target_relation.schema), str(target_relation.identifier))
     props = catalog.properties(target_relation)
-    previous = commit_protocol.Snapshot.from_properties(props)
+    previous = log_snapshots.Snapshot.from_properties(props)
     snapshot_read = log_starts or previous.id == 0  # the table's rows as its log starts
     if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
-        previous = commit_protocol.Snapshot(id=previous.id)
+        previous = log_snapshots.Snapshot(id=previous.id)
     confirmed = (get_log_system(log.system).find_confirmation(log, table.writer_id, changeset)
                  if recovering else None)
     if confirmed is not None:
         logger.info(f"{log.model}: change set {changeset} was already confirmed as snapshot "
                     f"{confirmed['snapshot']}; not writing it again")
-        return commit_protocol.Snapshot.from_confirmation(confirmed)
+        return log_snapshots.Snapshot.from_confirmation(confirmed)
     version = table_formats.committed_version(catalog, target_relation, props)
     # the Connect schema describes the table's columns (only read when the log includes it)
     columns = (tuple(catalog.columns(target_relation))
@@ -84,10 +84,10 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
                     f"streaming the change set through the cursor instead")
     try:
         if spark is not None:
-            return commit_protocol.write_change_set_parallel(
+            return log_snapshots.write_change_set_parallel(
                 log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
                 previous, changeset, version, columns, snapshot_read)
-        return commit_protocol.write_change_set(
+        return log_snapshots.write_change_set(
             log, table,
             lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
             previous, changeset,

@@ -38,7 +38,7 @@ TASK_PREFIX = "task-"
 
 
 def task_writer_id(table_writer_id: str, task: int) -> str:
-    """The writer id of task `task` of a parallel mirror (commit_protocol writes with it,
+    """The writer id of task `task` of a parallel mirror (log_snapshots writes with it,
     kafka.log_system fences it after a crash): a restarted task of the same index uses the same
     transactional id, so the broker fences its predecessor."""
     return f"{table_writer_id}.{TASK_PREFIX}{task}"
@@ -49,19 +49,19 @@ def task_writer_name(task: int, task_attempt: int) -> str:
     return f"{TASK_PREFIX}{task}.{task_attempt}"
 
 
-# Record headers: commit_protocol.Attempt writes them, reader and source_changes read them.
+# Record headers: log_snapshots.Attempt writes them, reader and source_changes read them.
 H_TABLE = "logstore.table"
 H_SNAPSHOT = "logstore.snapshot"
 H_CHANGESET = "logstore.changeset"
 H_ATTEMPT = "logstore.attempt"
 H_WRITER = "logstore.writer"  # only on the records of a parallel attempt
-# The tombstone after a keyed delete carries this header and value (commit_protocol writes it,
+# The tombstone after a keyed delete carries this header and value (log_snapshots writes it,
 # formats.is_tombstone_after_delete reads it).
 H_TOMBSTONE = "logstore.tombstone"
 TOMBSTONE_AFTER_DELETE = b"after-delete"
 
-# Table properties of a logged table: impl and the macros write them, commit_protocol, impl and
-# status read them (recovery and readers depend on them).
+# Table properties of a logged table: commit_protocol and table_commit write them, recovery,
+# readers and status read them (recovery and readers depend on them).
 CHANGESET_ID = "logstore.changeset.id"  # on the change table
 COMMITTED = "logstore.changeset.committed"
 MIRRORED = "logstore.changeset.mirrored"
@@ -107,7 +107,7 @@ GC_SUFFIX = "__gc"  # after a leftover's name: a table pointed at its directory 
 SOURCE_RAW_INFIX = "__logstore_src_"
 SOURCE_VIEW_INFIX = "__logstore_changes_"
 
-# Columns of a change table (changes writes them, commit_protocol.Attempt.records_sql reads them):
+# Columns of a change table (changes writes them, log_snapshots.Attempt.records_sql reads them):
 # op 'c' insert, 'u' update, 'd' delete ('x': changes.OP_DUPLICATE); key, the JSON object of
 # the unique_key columns or NULL for keyless models; before / after, the JSON image of the old
 # row (NULL for inserts) / the new row (NULL for deletes).

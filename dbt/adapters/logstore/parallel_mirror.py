@@ -6,7 +6,7 @@ partitions and reach each task as Arrow batches (`mapInArrow`). Each task writes
 its own producer (its transactional id is names.task_writer_id of its index, so a restarted task
 fences its predecessor) and commits it on its own; it returns what it wrote. The driver then
 writes the one confirmation of the attempt, listing every task's offsets
-(`commit_protocol.write_change_set_parallel`). Records carry the usual four headers plus
+(`log_snapshots.write_change_set_parallel`). Records carry the usual four headers plus
 H_WRITER (names.py: the task attempt), so a consumer that follows docs/log-format.md delivers
 the records of the confirmed task attempts only, even when Spark retried a task.
 """
@@ -16,7 +16,7 @@ import pickle
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, List, Tuple
 
-from dbt.adapters.logstore.commit_protocol import Attempt, write_task_share
+from dbt.adapters.logstore.log_snapshots import Attempt, write_task_share
 from dbt.adapters.logstore.log_system import WriteResult
 from dbt.adapters.logstore.row_source import Columns
 

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from dbt.adapters.logstore import commit_protocol, table_formats
+from dbt.adapters.logstore import log_snapshots, table_formats
+from dbt.adapters.logstore.catalog import parse_properties
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
+from dbt.adapters.logstore.names import SNAPSHOT_ID
 from dbt.adapters.logstore.formats import decode_json
 from dbt.adapters.logstore.reader import ReaderError
 from dbt.adapters.logstore.row_source import iter_query_rows
@@ -121,7 +123,7 @@ class DbtProject:
             _, table = self.adapter.execute(f"show tblproperties {relation}", fetch=True)
         except Exception:
             return None
-        return commit_protocol.parse_properties(table.rows)
+        return parse_properties(table.rows)
 
     def relation_exists(self, relation: str) -> bool:
         return self.table_properties(relation) is not None
@@ -140,8 +142,8 @@ class DbtProject:
         if props is None:
             raise ReaderError(f"Model '{model.name}': table {model.relation} does not exist yet.")
         try:
-            snapshot, version = commit_protocol.readable_snapshot(props, model.name)
-        except commit_protocol.UnloggedCommit as exc:
+            snapshot, version = log_snapshots.readable_snapshot(props, model.name)
+        except log_snapshots.UnloggedCommit as exc:
             raise ReaderError(f"Model {exc}") from None
         names, types = self.table_columns(model)
         images = continue_stored_shape(model.log, props)[0].images  # as this table's log writes them
@@ -158,9 +160,9 @@ class DbtProject:
             if version is not None:
                 return  # read as of the snapshot's own table version
             after = self.table_properties(model.relation) or {}
-            if int(after.get(commit_protocol.SNAPSHOT_ID) or 0) != snapshot:
+            if int(after.get(SNAPSHOT_ID) or 0) != snapshot:
                 raise ReaderError(f"Model '{model.name}': the table changed while it was read "
-                                  f"(snapshot {snapshot} -> {after.get(commit_protocol.SNAPSHOT_ID)}); "
+                                  f"(snapshot {snapshot} -> {after.get(SNAPSHOT_ID)}); "
                                   f"read again.")
 
         return snapshot, rows()

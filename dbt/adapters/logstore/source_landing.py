@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import commit_protocol, leftovers, names, source_changes, table_formats
+from dbt.adapters.logstore import leftovers, log_snapshots, names, source_changes, table_formats
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.log_config import LogConfig
@@ -79,11 +79,11 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     upstream_props = catalog.properties(upstream_relation)
     upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
     try:
-        upstream_snapshot, version = commit_protocol.readable_snapshot(upstream_props, upstream_log.model)
+        upstream_snapshot, version = log_snapshots.readable_snapshot(upstream_props, upstream_log.model)
         plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
                                              reader.confirmations(), sources.get(upstream_id),
                                              upstream_snapshot)
-    except (ReaderError, commit_protocol.UnloggedCommit) as exc:
+    except (ReaderError, log_snapshots.UnloggedCommit) as exc:
         raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
     raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)
     names_only = [name for name, _ in columns]

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
-from dbt.adapters.logstore import commit_protocol, names
+from dbt.adapters.logstore import log_snapshots, names
 from dbt.adapters.logstore.project import DbtProject, LoggedModel
 from dbt.adapters.logstore.reader import ChangelogReader, open_log
 from dbt.adapters.logstore.replay import Replica
@@ -54,7 +54,7 @@ def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) 
             status.problems.append(f"table {model.relation} does not exist, but the log has "
                                    f"{len(confirmations)} snapshots")
         return status
-    snapshot = commit_protocol.Snapshot.from_properties(props)
+    snapshot = log_snapshots.Snapshot.from_properties(props)
     status.table_snapshot = snapshot.id
     if props.get("kafka.topic") is None and not confirmations:
         # a table whose log has not started (a first build under `dbt run --empty`, which

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
-from dbt.adapters.logstore import changes, commit_protocol, leftovers, names, table_formats
+from dbt.adapters.logstore import changes, commit_protocol, leftovers, log_snapshots, names, table_formats
 from dbt.adapters.logstore.catalog import Catalog
 from dbt.adapters.logstore.json_images import sql_string
 from dbt.adapters.logstore.log_config import LogConfig
@@ -72,7 +72,7 @@ def commit_properties(catalog: Catalog, log: LogConfig, changeset_id: Optional[s
     props: Dict[str, str] = {}
     if carry_from is not None and carry_from.is_table:
         old = catalog.properties(carry_from)
-        props.update({k: v for k, v in old.items() if k in commit_protocol.CARRIED})
+        props.update({k: v for k, v in old.items() if k in log_snapshots.CARRIED})
     props.update(log.table_properties())
     if changeset_id:
         props[names.COMMITTED] = changeset_id

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from dbt.adapters.logstore.commit_protocol import Attempt, TableRef
+from dbt.adapters.logstore.log_snapshots import Attempt, TableRef
 from dbt.adapters.logstore.formats import connect_schema, decode_value, decode_json, value_shape, ENVELOPE, BARE_ROW
 from dbt.adapters.logstore.formats.connect_schema import field_schema
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from dbt.adapters.logstore.commit_protocol import Attempt, TableRef
+from dbt.adapters.logstore.log_snapshots import Attempt, TableRef
 from dbt.adapters.logstore.formats import debezium_transactions as tx
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
 

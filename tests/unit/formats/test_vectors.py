@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dbt.adapters.logstore.__version__ import version
-from dbt.adapters.logstore.commit_protocol import Attempt, TableRef
+from dbt.adapters.logstore.log_snapshots import Attempt, TableRef
 from dbt.adapters.logstore.json_images import JsonImages, TIMESTAMP_ISO
 from dbt.adapters.logstore.log_config import LogConfig
 

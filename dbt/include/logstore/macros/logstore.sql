@@ -1,5 +1,7 @@
-{#-- Steps of the commit protocol shared by the logged materializations
-     (see dbt/adapters/logstore/commit_protocol.py for the order and why). --#}
+{#-- The logged materializations' shared steps. The commit protocol's order is Python's
+     (dbt/adapters/logstore/commit_protocol.py): each macro here that changes the table or the
+     log is one call to it, with the SQL only dbt can render (the model's own statement and
+     clauses). --#}
 
 {#-- The protocol's names (dbt/adapters/logstore/names.py) come from the adapter:
      logstore_relation for the model's own relations, logstore_names for properties. --#}
@@ -15,69 +17,11 @@
 {%- endmacro %}
 
 
-{% macro logstore_tblproperties_list(properties) -%}
-  (
-    {%- for key, value in properties.items() %}
-    '{{ key }}' = '{{ value | replace("\\", "\\\\") | replace("'", "\\'") }}'{{ "," if not loop.last }}
-    {%- endfor %}
-  )
-{%- endmacro %}
-
-
-{% macro logstore_set_tblproperties(relation, properties) -%}
-  {%- call statement('logstore_tblproperties') -%}
-    alter table {{ relation }} set tblproperties {{ logstore_tblproperties_list(properties) }}
-  {%- endcall -%}
-{%- endmacro %}
-
-
-{#-- Before anything changes: this run takes the model's lock (one run at a time); the log
-     is reachable and its topic exists; what a failed run left behind is settled (a swap it
-     began is finished; its change set re-sent if its table commit happened, else dropped);
-     a log that starts now (a new topic) first receives the table's current rows, and takes
-     no change set of a failed run. Returns the topic's partition count. --#}
+{#-- Before anything changes (commit_protocol.begin): this run takes the model's lock; the log
+     is reachable and its topic exists; what a failed run left behind is settled; a log that
+     starts now first receives the table's current rows. Returns the topic's partition count. --#}
 {% macro logstore_begin(log_config, target_relation, partition_by=none) -%}
-  {%- do adapter.logstore_check_catalog(log_config, partition_by) -%}
-  {%- do adapter.logstore_lock(log_config, target_relation, invocation_id) -%}
-  {%- set partitions = adapter.logstore_prepare(log_config) -%}
-  {%- set changes = logstore_relation(target_relation, 'changes') -%}
-  {%- set leftover = adapter.get_relation(database=changes.database, schema=changes.schema,
-                                          identifier=changes.identifier) -%}
-  {%- set existing = adapter.get_relation(database=target_relation.database,
-                                          schema=target_relation.schema,
-                                          identifier=target_relation.identifier) -%}
-  {%- if leftover is not none and existing is none -%}
-    {#-- a run that died between dropping the old table and renaming the new one in --#}
-    {%- set staged = adapter.logstore_interrupted_swap(leftover, target_relation) -%}
-    {%- if staged is not none -%}
-      {{ log("logstore: putting " ~ staged ~ " in place of " ~ target_relation ~ " (a failed run had committed it)", info=true) }}
-      {%- do adapter.rename_relation(staged, target_relation) -%}
-      {%- set existing = target_relation.incorporate(type='table') -%}
-    {%- endif -%}
-  {%- endif -%}
-  {%- set log_starts = adapter.logstore_log_is_new(log_config, existing, partitions) -%}
-  {%- if leftover is not none -%}
-    {#-- a log that starts now starts from the table's rows: a failed run's change set is moot --#}
-    {%- set pending = adapter.logstore_pending_changeset(leftover, existing, log_starts) -%}
-    {%- if pending -%}
-      {{ log("logstore: re-sending change set " ~ pending ~ " of " ~ target_relation ~ " left by a failed run", info=true) }}
-      {%- do adapter.logstore_settle_sources(existing, pending) -%}
-      {%- do logstore_finish(log_config, existing, leftover, pending, recovering=true) -%}
-    {%- else -%}
-      {%- do adapter.drop_relation(leftover) -%}
-    {%- endif -%}
-  {%- endif -%}
-  {%- if log_starts -%}
-    {{ log("logstore: " ~ target_relation ~ " starts its log in " ~ log_config.topic ~ " with the table's current rows", info=true) }}
-    {%- set changeset_id = logstore_changeset_id() ~ '-start' -%}
-    {%- do logstore_build_changes(log_config, changes, existing, changeset_id=changeset_id) -%}
-    {%- do logstore_set_tblproperties(existing, adapter.logstore_properties(log_config, changeset_id, partitions, record_sources=false)) -%}
-    {%- do logstore_finish(log_config, existing, changes, changeset_id, log_starts=true) -%}
-  {%- endif -%}
-  {%- do adapter.drop_relation(logstore_relation(target_relation, 'new')) -%}
-  {%- do adapter.drop_relation(logstore_relation(target_relation, 'merged')) -%}
-  {%- do adapter.drop_relation(logstore_relation(target_relation, 'upserts')) -%}
-  {{ return(partitions) }}
+  {{ return(adapter.logstore_begin(log_config, target_relation, partition_by, invocation_id, logstore_changeset_id())) }}
 {%- endmacro %}
 
 
@@ -142,58 +86,24 @@
 {%- endmacro %}
 
 
-{#-- The change set from old_relation (none: no old rows) to new_relation, as a table tagged
-     with its change-set id; scope_by limits the old rows (partitions or keys replaced).
-     unique_check: fail before the commit if new_relation repeats a key of a keyed log; with
-     old rows the diff counts keys in its own shuffle, else a query of its own does.
-     shape_of: the table new_relation's rows are inserted into by column name. --#}
-{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, changeset_id=none, scope_relation=none, unique_check=false, shape_of=none) -%}
-  {%- set changeset_id = changeset_id or logstore_changeset_id() -%}
-  {%- set mark_duplicates = unique_check and old_relation is not none -%}
-  {%- if unique_check and not mark_duplicates -%}
-    {%- do adapter.logstore_check_unique(log_config, new_relation) -%}
-  {%- endif -%}
-  {%- set create_changes -%}
-    create table {{ changes_relation }} using parquet {{ adapter.logstore_readable_table_options() }}
-    tblproperties ('{{ adapter.logstore_names().changeset_id }}' = '{{ changeset_id }}')
-    as {{ adapter.logstore_change_sql(log_config, new_relation, old_relation, scope_by, scope_relation, mark_duplicates, shape_of) }}
-  {%- endset -%}
-  {%- do adapter.logstore_create(changes_relation, create_changes) -%}
-  {%- do adapter.logstore_check_change_set(log_config, changes_relation, mark_duplicates) -%}
+{#-- The change set from new_relation's rows to old_relation's (none: no old rows), as a change
+     table tagged with this run's change-set id, checked before the table commit
+     (commit_protocol.build_changes: what scope_by, unique_check and shape_of do). --#}
+{% macro logstore_build_changes(log_config, changes_relation, new_relation, old_relation=none, scope_by=none, scope_relation=none, unique_check=false, shape_of=none) -%}
+  {%- do adapter.logstore_build_changes(log_config, changes_relation, new_relation, old_relation, scope_by,
+                                        logstore_changeset_id(), scope_relation, unique_check, shape_of) -%}
 {%- endmacro %}
 
 
-{#-- After the table commit: write the change set to the log as the next snapshot, then record
-     the snapshot (id, log offsets after it) with the table and drop the change set. --#}
-{% macro logstore_finish(log_config, target_relation, changes_relation, changeset_id, rows_affected=none, recovering=false, log_starts=false) -%}
-  {%- set response = adapter.logstore_mirror(log_config, changes_relation, target_relation, changeset_id,
-                                             rows_affected, recovering, log_starts) -%}
-  {%- do logstore_set_tblproperties(target_relation, adapter.logstore_snapshot_properties(response, changeset_id)) -%}
-  {%- do adapter.drop_relation(changes_relation) -%}
-  {{ return(response) }}
-{%- endmacro %}
-
-
-{#-- The commit of a rebuilt table, its rows and the change-set tag together, then the change set
-     goes to the log. On Iceberg and Delta one `create or replace table` commits both and keeps
-     the table's history (table_formats.py); otherwise the staged table, tagged, takes the
-     model's name (a swap). --#}
+{#-- The commit of a rebuilt table, its rows and the change-set tag together, then its log write
+     (commit_protocol.commit_by_swap): on Iceberg and Delta one `create or replace table` with
+     the model's clauses, which keeps the table's history; otherwise the staged table, tagged,
+     takes the model's name. --#}
 {% macro logstore_swap_in(log_config, staged_relation, target_relation, old_relation, changes_relation, partitions, rows_affected) -%}
-  {%- set properties = adapter.logstore_properties(log_config, logstore_changeset_id(), partitions, old_relation) -%}
-  {%- if adapter.logstore_replaces_in_place(config.get('file_format'), old_relation) -%}
-    {%- call statement('logstore_replace') -%}
-      {{ logstore_replace_table_as(target_relation, staged_relation, properties) }}
-    {%- endcall -%}
-    {%- do adapter.drop_relation(staged_relation) -%}
-  {%- else -%}
-    {%- do logstore_set_tblproperties(staged_relation, properties) -%}
-    {%- if old_relation is not none -%}
-      {%- do adapter.drop_relation(old_relation) -%}
-      {%- do adapter.logstore_crash_point('mid_swap') -%}
-    {%- endif -%}
-    {%- do adapter.rename_relation(staged_relation, target_relation) -%}
-  {%- endif -%}
-  {%- set response = logstore_finish(log_config, target_relation, changes_relation, logstore_changeset_id(), rows_affected) -%}
+  {%- set response = adapter.logstore_commit_by_swap(
+        log_config, staged_relation, target_relation, old_relation, changes_relation, logstore_changeset_id(),
+        partitions, rows_affected, config.get('file_format'), logstore_replace_clauses(),
+        config.get('tblproperties') or {}) -%}
   {%- do store_result('main', response=response) -%}
 {%- endmacro %}
 
@@ -219,19 +129,13 @@
 {%- endmacro %}
 
 
-{#-- dbt-spark's create_table_as for Iceberg and Delta, with the commit's properties next to the
-     model's own `tblproperties`, so that the rows and their tag are one commit. --#}
-{% macro logstore_replace_table_as(target_relation, staged_relation, properties) -%}
-  {%- set all_properties = {} -%}
-  {%- do all_properties.update(config.get('tblproperties') or {}) -%}
-  {%- do all_properties.update(properties) -%}
-  create or replace table {{ target_relation }}
+{#-- dbt-spark's create_table_as clauses, for a `create or replace table` of Iceberg or Delta
+     (the commit adds the tblproperties: the model's own and the commit's). --#}
+{% macro logstore_replace_clauses() -%}
   {{ file_format_clause() }}
   {{ options_clause() }}
-  tblproperties {{ logstore_tblproperties_list(all_properties) }}
   {{ partition_cols(label="partitioned by") }}
   {{ clustered_cols(label="clustered by") }}
   {{ location_clause() }}
   {{ comment_clause() }}
-  as select * from {{ staged_relation }}
 {%- endmacro %}

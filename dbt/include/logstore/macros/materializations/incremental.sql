@@ -73,20 +73,11 @@
       {%- do logstore_create_table_as(merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging), plain) -%}
       {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
     {%- else -%}
-      {#-- the intent first, so a run that dies between the statement and its tag can be judged --#}
-      {%- set intent = adapter.logstore_intent_properties(
-            staging, existing_relation, rows_affected,
-            partition_by if overwrites else log_config.unique_key,
-            strategy != 'append') -%}
-      {%- do intent.update({adapter.logstore_names().intent: logstore_changeset_id()}) -%}
-      {%- do logstore_set_tblproperties(target_relation, intent) -%}
-      {%- do adapter.logstore_crash_point('incremental_intent') -%}
-      {%- call statement('main') -%}
-        {{ dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates) }}
-      {%- endcall -%}
-      {%- do adapter.logstore_crash_point('incremental_commit') -%}
-      {%- do logstore_set_tblproperties(target_relation, adapter.logstore_properties(log_config, logstore_changeset_id(), partitions)) -%}
-      {%- set response = logstore_finish(log_config, target_relation, changes, logstore_changeset_id(), rows_affected) -%}
+      {#-- intent, statement, tag, log write: commit_protocol.commit_by_statement --#}
+      {%- set response = adapter.logstore_commit_by_statement(
+            log_config, target_relation, staging, existing_relation, changes, logstore_changeset_id(), partitions,
+            dbt_spark_get_incremental_sql(strategy, staging, target_relation, existing_relation, unique_key, incremental_predicates),
+            rows_affected, partition_by if overwrites else log_config.unique_key, strategy != 'append') -%}
       {%- do store_result('main', response=response) -%}
     {%- endif -%}
     {%- do adapter.drop_relation(staging) -%}
