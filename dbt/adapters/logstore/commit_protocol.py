@@ -105,7 +105,7 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
         # a run that died between dropping the old table and renaming the new one in
         staged = steps.logstore_interrupted_swap(leftover, target)
         if staged is not None:
-            logger.info(f"logstore: putting {staged} in place of {target} (a failed run had committed it)")
+            logger.info(f"putting {staged} in place of {target} (a failed run had committed it)")
             steps.rename_relation(staged, target)
             existing = target.incorporate(type="table")
     log_starts = steps.logstore_log_is_new(log, existing, partitions)
@@ -113,13 +113,13 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
         # a log that starts now starts from the table's rows: a failed run's change set is moot
         pending = steps.logstore_pending_changeset(leftover, existing, log_starts)
         if pending:
-            logger.info(f"logstore: re-sending change set {pending} of {target} left by a failed run")
+            logger.info(f"re-sending change set {pending} of {target} left by a failed run")
             steps.logstore_settle_sources(existing, pending)
             finish(steps, log, existing, leftover, pending, recovering=True)
         else:
             steps.drop_relation(leftover)
     if log_starts:
-        logger.info(f"logstore: {target} starts its log in {log.topic} with the table's current rows")
+        logger.info(f"{target} starts its log in {log.topic} with the table's current rows")
         start = f"{changeset}-start"
         build_changes(steps, log, changes, existing, changeset=start)
         steps.logstore_set_properties(existing, steps.logstore_properties(
