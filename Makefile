@@ -93,7 +93,9 @@ functional: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
 	$(FLINK_ENV) $(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests/functional -q
 
 # The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of
-# throughput, ratios to the raw producer and peak memory. BENCH_ARGS=--quick for a short run;
+# throughput, ratios to the raw producer and peak memory, writes benchmarks/results.json and its
+# plots in benchmarks/plots/ (the bench extra's matplotlib; again from a saved result:
+# $(BIN)/python benchmarks/plots.py FILE). BENCH_ARGS=--quick for a short run;
 # BENCH_ARGS="--brokers embedded,apache" measures on the embedded broker and on Apache Kafka.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)

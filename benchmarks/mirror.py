@@ -23,8 +23,9 @@ configuration in its own process (its own Spark session, so peak memory is per c
             each rebuild in a fresh process (as a user's `dbt run`);
 - memory:   peak resident set (VmHWM) of the Python driver and of Spark's JVM, per configuration.
 
-It prints one table at the end and writes every figure to benchmarks/results.json (--results);
-`--check` reads that file and exits non-zero when a target (TARGETS) is missed, naming it.
+It prints one table at the end and writes every figure to benchmarks/results.json (--results),
+and its plots, PNG files, to plots/ next to it (benchmarks/plots.py, which draws them again from a
+saved result); `--check` reads that file and exits non-zero when a target (TARGETS) is missed, naming it.
 Numbers depend on the machine and on what else runs on it.
 """
 from __future__ import annotations
@@ -486,6 +487,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             clients.remove("confluent")
     if not args.rebuild_client:
         args.rebuild_client = "confluent" if "confluent" in clients else "kafka-python"
+    commit = git_commit()
     work = Path(tempfile.mkdtemp(prefix="logstore-bench-"))
     logs = work / "logs"
     logs.mkdir()
@@ -569,13 +571,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     for row in rows_out:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     print()
-    fetches = {}
+    fetches, spark_to_driver = {}, []
     for rows in sizes:
         for client in clients:
             tag = "" if client == "kafka-python" else f" [{client}]"
             fetched = results.get(f"mirror {rows} transactional, 1 writer{tag}", {})
             if fetched.get("fetch_rate"):
                 fetches[rows] = fetched["fetch_cpu_s_per_row"] * 1e6
+                spark_to_driver.append({"rows": rows, "rows_per_s": fetched["fetch_rate"],
+                                        "cpu_us_per_row": fetches[rows]})
                 print(f"Spark -> driver rows alone (Arrow batches, no Kafka), {rows:,} rows: "
                       f"{fetched['fetch_rate']:,.0f} rows/s, {fetches[rows]:.1f} CPU us/row")
     for line in cpu_budget(configurations, fetches):
@@ -595,9 +599,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": f"{os.cpu_count()} cores, {_memory_gib()} GiB, {platform.platform()}",
            "command": " ".join(["python", "benchmarks/mirror.py"] + list(argv if argv is not None else sys.argv[1:])),
-           "configurations": configurations, "rebuilds": rebuilds, "failures": failures}
+           "commit": commit, "configurations": configurations, "rebuilds": rebuilds,
+           "spark_to_driver": spark_to_driver,
+           "cpu_bounds": [{k: v for k, v in b.items() if k != "mirrors"} for b in cpu_bounds(configurations, fetches)],
+           "failures": failures}
     Path(args.results).write_text(json.dumps(out, indent=1) + "\n")
     print(f"\nresults written to {args.results}")
+    write_plots(Path(args.results))
     for failure in failures:
         print(f"FAILED: {failure['configuration']}: {failure['error']}")
     print()
@@ -667,11 +675,13 @@ def stop_broker(broker: Any) -> None:
         broker.stop()
 
 
-def cpu_budget(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float]) -> List[str]:
+def cpu_bounds(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float]) -> List[Dict[str, Any]]:
     """What the machine's cores allow: the mirror does the raw producer's work (the client and
     the broker) plus Spark's (rendering the records, sending them to the driver), so with every
-    core busy it sends at most cores / (raw's + Spark's CPU us per record) records a second."""
-    lines, cores = [], os.cpu_count() or 1
+    core busy it sends at most cores / (raw's + Spark's CPU us per record) records a second.
+    One bound per raw producer (client, rows, broker) whose mirrors were measured, as
+    results.json holds them ("cpu_bounds"; benchmarks/plots.py draws them)."""
+    bounds, cores = [], os.cpu_count() or 1
     for raw in (c for c in configurations if c["kind"] == "raw" and c.get("cpu_us_per_record")):
         spark_us = fetch_us.get(raw["rows"])
         mirrors = [c for c in configurations if c["kind"] == "mirror" and c["client"] == raw["client"]
@@ -680,11 +690,25 @@ def cpu_budget(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float])
         if not spark_us or not mirrors:
             continue
         bound = cores / ((raw["cpu_us_per_record"] + spark_us) / 1e6)
-        used = ", ".join(f"{m['consistency']} {m['writers']} writer(s) {m['cpu_us_per_record']:.1f}" for m in mirrors)
-        lines.append(f"CPU us/record, {raw['rows']:,} rows [{raw['client']}] on {raw.get('broker', 'embedded')}: raw producer "
-                     f"{raw['cpu_us_per_record']:.1f} + Spark -> driver {spark_us:.1f}; mirror {used}. "
-                     f"On {cores} cores the mirror can send at most {bound:,.0f} records/s = "
-                     f"x{bound / raw['records_per_s']:.2f} the raw producer")
+        bounds.append({"client": raw["client"], "rows": raw["rows"], "broker": raw.get("broker", "embedded"),
+                       "cores": cores, "raw_cpu_us_per_record": raw["cpu_us_per_record"],
+                       "spark_cpu_us_per_record": spark_us, "records_per_s": bound,
+                       "ratio_to_raw": bound / raw["records_per_s"] if raw.get("records_per_s") else None,
+                       "mirrors": mirrors})
+    return bounds
+
+
+def cpu_budget(configurations: List[Dict[str, Any]], fetch_us: Dict[int, float]) -> List[str]:
+    """cpu_bounds() as the lines the run prints."""
+    lines = []
+    for b in cpu_bounds(configurations, fetch_us):
+        used = ", ".join(f"{m['consistency']} {m['writers']} writer(s) {m['cpu_us_per_record']:.1f}"
+                         for m in b["mirrors"])
+        ratio = f" = x{b['ratio_to_raw']:.2f} the raw producer" if b["ratio_to_raw"] is not None else ""
+        lines.append(f"CPU us/record, {b['rows']:,} rows [{b['client']}] on {b['broker']}: raw producer "
+                     f"{b['raw_cpu_us_per_record']:.1f} + Spark -> driver {b['spark_cpu_us_per_record']:.1f}; "
+                     f"mirror {used}. On {b['cores']} cores the mirror can send at most "
+                     f"{b['records_per_s']:,.0f} records/s{ratio}")
     return lines
 
 
@@ -700,6 +724,36 @@ def _entry(kind: str, client: str, rows: int, consistency: str, writers: int,
             "longest_transaction_s": result.get("longest_transaction_s"),
             "cpu_us_per_record": result["cpu_s"] / result["records"] * 1e6
             if result.get("cpu_s") and result["records"] else None}
+
+
+def git_commit() -> Optional[str]:
+    """The measured code's commit (short hash, "-dirty" with uncommitted changes), None outside git."""
+    try:
+        done = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7", "--exclude=*"], cwd=HERE,
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def write_plots(results: Path) -> None:
+    """The PNG plots of a results file (benchmarks/plots.py), next to it under plots/."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_plots", HERE / "plots.py")
+    plots = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(plots)
+    except ImportError as exc:  # matplotlib: the bench extra
+        print(f"plots skipped ({exc}; pip install 'dbt-logstore[bench]')")
+        return
+    try:
+        for path in plots.write_plots(results):
+            print(f"plot written to {path}")
+    except Exception as exc:  # the run's figures are saved: draw them again with benchmarks/plots.py
+        print(f"plots FAILED ({type(exc).__name__}: {exc}); python benchmarks/plots.py {results}")
 
 
 def _memory_gib() -> int:

@@ -1,0 +1,352 @@
+"""Plots of a mirror benchmark result (benchmarks/mirror.py's results JSON), as PNG files.
+
+    python benchmarks/plots.py [RESULTS_JSON ...] [--out DIR]
+
+benchmarks/mirror.py calls write_plots() after every run (`make bench`, --quick too); this entry
+point draws them again from a saved result, without running the benchmark. They go to plots/
+next to the JSON (--out), named after it: benchmarks/results.json gives
+benchmarks/plots/mirror-throughput.png and rebuild-time.png, results-brokers.json gives
+brokers-mirror-throughput.png and brokers-rebuild-time.png.
+
+- mirror-throughput: records/s by rows, a panel per Kafka client (and broker): the raw producer,
+  each mirror configuration beside it, and the CPU bound the machine's cores set (a dashed line);
+- rebuild-time: the keyed rebuild's run time (1% of the rows changed) with the log and without
+  it, by rows, and the mirror step within the run with the log.
+
+Only what the result holds is drawn: a figure or series the JSON lacks (older results do not
+record the CPU bound or the commit) is left out, and the subtitle says so.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # no display: Agg renders to files
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+HERE = Path(__file__).resolve().parent
+THROUGHPUT = "mirror-throughput.png"
+REBUILD = "rebuild-time.png"
+
+RAW_STYLE = {"color": "black", "marker": "s", "linewidth": 2.4, "markersize": 7}
+MIRROR_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
+MIRROR_MARKERS = ["o", "^", "D", "v", "P", "X"]
+BOUND_STYLE = {"color": "tab:red", "linestyle": "--", "marker": "_", "linewidth": 1.6, "markersize": 14}
+
+
+def load(results: Union[str, Path, Dict[str, Any]]) -> Dict[str, Any]:
+    return results if isinstance(results, dict) else json.loads(Path(results).read_text())
+
+
+def plot_paths(results_path: Optional[Path], out_dir: Optional[Path] = None) -> Tuple[Path, Path]:
+    """Where a result's plots go: plots/ beside the JSON, prefixed by what follows "results-"."""
+    if out_dir is None:
+        out_dir = (results_path.parent if results_path else HERE) / "plots"
+    stem = results_path.stem if results_path else "results"
+    if stem == "results":
+        prefix = ""
+    else:
+        prefix = (stem[len("results-"):] if stem.startswith("results-") else stem) + "-"
+    return out_dir / (prefix + THROUGHPUT), out_dir / (prefix + REBUILD)
+
+
+def write_plots(results: Union[str, Path, Dict[str, Any]], out_dir: Union[str, Path, None] = None) -> List[Path]:
+    """Write both plots of a result (a JSON file's path or its dict); return their paths."""
+    path = None if isinstance(results, dict) else Path(results)
+    data = load(results)
+    throughput, rebuild = plot_paths(path, Path(out_dir) if out_dir is not None else None)
+    throughput.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for figure, target in ((throughput_figure(data), throughput), (rebuild_figure(data), rebuild)):
+        FigureCanvasAgg(figure)
+        figure.savefig(target, dpi=110)
+        written.append(target)
+    return written
+
+
+# --- labels --------------------------------------------------------------------------------------
+
+def rows_label(rows: float) -> str:
+    for size, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if rows >= size:
+            value = rows / size
+            return f"{value:.0f}{suffix}" if value == int(value) else f"{value:.1f}{suffix}"
+    return f"{rows:.0f}"
+
+
+def rate_label(value: float) -> str:
+    """Records/s as a point's label: 6.2k, 72.9k, 310k, 1.25M."""
+    if value >= 1_000_000:
+        return f"{value / 1e6:.2f}M"
+    if value >= 100_000:
+        return f"{value / 1e3:.0f}k"
+    if value >= 1_000:
+        return f"{value / 1e3:.1f}k"
+    return f"{value:.0f}"
+
+
+def tick_label(value: float, _: Any = None) -> str:
+    """Records/s on an axis: 0, 500, 2k, 10k, 200k, 1M."""
+    for size, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if value >= size:
+            return f"{value / size:.1f}".rstrip("0").rstrip(".") + suffix
+    return f"{value:.0f}"
+
+
+def configuration_label(c: Dict[str, Any]) -> str:
+    if c["kind"] == "raw":
+        return "raw producer (client alone)"
+    writers = c.get("writers") or 1
+    return f"mirror {c.get('consistency', '?')}, " + ("1 writer" if writers == 1 else f"{writers} tasks")
+
+
+def subtitle(data: Dict[str, Any], notes: Iterable[str], width_in: float = 12.0) -> str:
+    """Date, machine and commit of the result, its command and the notes, wrapped to the figure."""
+    facts = [data.get("date") or "date not recorded", data.get("machine") or "machine not recorded",
+             f"commit {data['commit']}" if data.get("commit") else "commit not recorded"]
+    lines = [" · ".join(facts)]
+    if data.get("command"):
+        lines.append(data["command"])
+    lines += [f"Note: {note}" for note in notes]
+    chars = max(40, int(width_in * 15))  # 8.5-point text
+    return "\n".join(wrapped for line in lines for wrapped in textwrap.wrap(line, chars) or [""])
+
+
+def _rows_axis(ax: Any, rows: List[float]) -> None:
+    """Rows on x: log scale when they span a decade or more, ticks at the measured counts."""
+    rows = sorted(set(rows))
+    if rows and max(rows) / min(rows) >= 10:
+        ax.set_xscale("log")
+        ax.set_xlabel("rows (log scale)")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(min(rows) / 1.6, max(rows) * 1.6)
+    else:
+        ax.set_xlabel("rows")
+        if len(rows) == 1:
+            ax.set_xlim(rows[0] * 0.5, rows[0] * 1.5)
+    ax.set_xticks(rows)
+    ax.set_xticklabels([rows_label(r) for r in rows])
+
+
+def _figure(width: float, body: float, title: str, data: Dict[str, Any], notes: List[str]) -> Tuple[Figure, float]:
+    """A figure `width` inches wide with the title and the subtitle on top of `body` inches of
+    axes; and the top of the axes' area (figure fraction)."""
+    text = subtitle(data, notes, width)
+    header = 0.75 + 0.2 * (text.count("\n") + 1)
+    figure = Figure(figsize=(width, header + body))
+    height = figure.get_figheight()
+    figure.text(0.5, 1 - 0.12 / height, title, ha="center", va="top", fontsize=14, fontweight="bold")
+    figure.text(0.5, 1 - 0.48 / height, text, ha="center", va="top", fontsize=8.5, color="0.25",
+                linespacing=1.5)
+    return figure, 1 - header / height
+
+
+def _margins(figure: Figure, top: float, bottom_in: float = 0.75, **more: float) -> None:
+    width, height = figure.get_size_inches()
+    figure.subplots_adjust(top=top, bottom=bottom_in / height, left=0.85 / width, right=1 - 0.25 / width, **more)
+
+
+# --- records/s by rows ---------------------------------------------------------------------------
+
+def _label_points(ax: Any, points: List[Tuple[float, float, str, str]], gap_px: float = 11.0) -> None:
+    """Label each (x, y, text, colour) beside its point: left of the smallest x, right of the
+    others, labels at the same x pushed apart so that none overlaps (axes' scales and limits set)."""
+    if not points:
+        return
+    first = min(x for x, *_ in points)
+    to_points = 72.0 / ax.figure.dpi
+    for x in sorted({x for x, *_ in points}):
+        here = sorted((p for p in points if p[0] == x), key=lambda p: p[1])
+        wanted = [ax.transData.transform((x, y))[1] for _, y, *_ in here]
+        placed: List[float] = []
+        for y_px in wanted:
+            placed.append(max(y_px, placed[-1] + gap_px) if placed else y_px)
+        shift = max(0.0, (placed[-1] - wanted[-1]) / 2) if placed else 0.0  # centre the pushed group
+        left = x == first and len({p[0] for p in points}) > 1
+        for (_, y, text, color), y_px, at in zip(here, wanted, placed):
+            ax.annotate(text, (x, y), textcoords="offset points", fontsize=7.5, va="center",
+                        ha="right" if left else "left", color=color,
+                        xytext=(-8 if left else 8, (at - shift - y_px) * to_points))
+
+
+def throughput_figure(data: Dict[str, Any]) -> Figure:
+    configurations = data.get("configurations") or []
+    measured = [c for c in configurations if c.get("records_per_s") and c.get("rows")]
+    notes = []
+    unmeasured = len(configurations) - len(measured)
+    if unmeasured:
+        notes.append(f"{unmeasured} configuration(s) without records/s in this result (skipped or failed): not drawn")
+    if "cpu_bounds" not in data:
+        notes.append("CPU bound not drawn: this result does not record it (benchmarks/mirror.py records it "
+                     "in results.json from now on)")
+        bounds: List[Dict[str, Any]] = []
+    else:
+        bounds = [b for b in data["cpu_bounds"] if b.get("records_per_s") and b.get("rows")]
+        if not bounds:
+            notes.append("no CPU bound in this result (no Spark -> driver figure: --no-fetch, or a mirror missing)")
+    for failure in data.get("failures") or []:
+        notes.append(f"FAILED {failure.get('configuration')}: {str(failure.get('error'))[:80]}")
+
+    def broker(c: Dict[str, Any]) -> str:
+        return c.get("broker") or "embedded"
+
+    clients = sorted({c["client"] for c in measured}, key=lambda c: (c != "kafka-python", c))
+    brokers = sorted({broker(c) for c in measured}, key=lambda b: (b != "embedded", b))
+    panels = [(b, c) for b in brokers for c in clients] or [("embedded", "no client")]
+    labels = sorted({configuration_label(c) for c in measured if c["kind"] == "mirror"},
+                    key=lambda label: ("eventual" in label, "tasks" in label, label))
+    style = {label: (MIRROR_COLORS[i % len(MIRROR_COLORS)], MIRROR_MARKERS[i % len(MIRROR_MARKERS)])
+             for i, label in enumerate(labels)}
+
+    ncols, nrows = max(1, len(clients)), max(1, len(brokers))
+    figure, top = _figure(max(9.5, 6.6 * ncols + 0.4), 5.4 * nrows + 0.1,
+                          "Mirror throughput by rows, beside the raw producer", data, notes)
+    axes = figure.subplots(nrows, ncols, squeeze=False)
+    all_rows = sorted({c["rows"] for c in measured} | {b["rows"] for b in bounds})
+    labelled = []
+    for (broker_name, client), ax in zip(panels, [ax for row in axes for ax in row]):
+        here = [c for c in measured if c["client"] == client and broker(c) == broker_name]
+        series: Dict[str, List[Dict[str, Any]]] = {}
+        for c in here:
+            series.setdefault(configuration_label(c), []).append(c)
+        values, marks = [], []
+        for label, points in sorted(series.items(), key=lambda kv: (not kv[0].startswith("raw"),
+                                                                   labels.index(kv[0]) if kv[0] in labels else 0)):
+            points.sort(key=lambda c: c["rows"])
+            xs, ys = [c["rows"] for c in points], [c["records_per_s"] for c in points]
+            values += ys
+            if label.startswith("raw"):
+                color = RAW_STYLE["color"]
+                ax.plot(xs, ys, label=label, zorder=3, **RAW_STYLE)
+            else:
+                color, marker = style[label]
+                ratios = [f"{c['ratio_to_raw']:.2f}" if c.get("ratio_to_raw") is not None else "-" for c in points]
+                shown = f"  ×raw {' / '.join(ratios)}" if any(r != "-" for r in ratios) else ""
+                ax.plot(xs, ys, label=label + shown, color=color, marker=marker, linewidth=1.8, markersize=7, zorder=4)
+            marks += [(x, y, rate_label(y), color) for x, y in zip(xs, ys)]
+        limit = sorted((b for b in bounds if b["client"] == client and (b.get("broker") or "embedded") == broker_name),
+                       key=lambda b: b["rows"])
+        if limit:
+            ys = [b["records_per_s"] for b in limit]
+            values += ys
+            cores = {b.get("cores") for b in limit}
+            ax.plot([b["rows"] for b in limit], ys, zorder=2,
+                    label="CPU bound: cores / (raw's + Spark's CPU per record)"
+                    + (f", {cores.pop()} cores" if len(cores) == 1 and None not in cores else ""), **BOUND_STYLE)
+            marks += [(b["rows"], b["records_per_s"], rate_label(b["records_per_s"]), BOUND_STYLE["color"])
+                      for b in limit]
+        labelled.append((ax, marks))
+        _rows_axis(ax, all_rows)
+        if values and max(values) / min(values) >= 10:
+            ax.set_yscale("log")
+            ax.set_ylabel("records/s (log scale)")
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.set_ylim(min(values) / 1.5, max(values) * 1.5)
+        else:
+            ax.set_ylabel("records/s")
+            ax.set_ylim(0, max(values) * 1.3 if values else 1)
+        ax.yaxis.set_major_formatter(FuncFormatter(tick_label))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.grid(True, which="major", alpha=0.3)
+        ax.set_title(f"{client}" + (f" on {broker_name}" if len(brokers) > 1 or broker_name != "embedded" else ""),
+                     fontsize=11)
+        if here or limit:
+            shown_rows = sorted({c["rows"] for c in here
+                                 if c["kind"] == "mirror" and c.get("ratio_to_raw") is not None})
+            title = (f"×raw: mirror / raw producer at {' / '.join(rows_label(r) for r in shown_rows)} rows"
+                     if shown_rows else None)
+            ax.legend(fontsize=7.5, loc="best", framealpha=0.9, title=title, title_fontsize=7.5)
+        else:
+            ax.text(0.5, 0.5, "no configuration measured in this result", ha="center", va="center",
+                    transform=ax.transAxes, color="0.4")
+    _margins(figure, top, hspace=0.3, wspace=0.18)
+    for ax, marks in labelled:  # the layout is final: the labels' pixel distances hold
+        _label_points(ax, marks)
+    return figure
+
+
+# --- rebuild time by rows ------------------------------------------------------------------------
+
+def rebuild_figure(data: Dict[str, Any]) -> Figure:
+    """Grouped bars per measured row count: the run without the log, the run with it (the mirror
+    step, part of it, hatched at its foot), the ratio above."""
+    measured = sorted((r for r in data.get("rebuilds") or [] if r.get("rows")),
+                      key=lambda r: (r["rows"], r.get("client") or ""))
+    clients = sorted({r.get("client") or "?" for r in measured})
+    notes = []
+    if "rebuilds" not in data:
+        notes.append("this result records no keyed rebuild")
+    names = {"without_log_s": "run without the log", "with_log_s": "run with the log",
+             "mirror_s": "mirror step (part of the run with the log)"}
+    lacking = [name for key, name in names.items() if any(r.get(key) is None for r in measured)]
+    if lacking:
+        notes.append(f"not in this result for every row count, not drawn there: {', '.join(lacking)}")
+    figure, top = _figure(9.5, 5.2, "Keyed rebuild, 1% of the rows changed: run time with and without the log",
+                          data, notes)
+    ax = figure.subplots()
+    if not measured:
+        ax.text(0.5, 0.5, "no keyed rebuild in this result", ha="center", va="center",
+                transform=ax.transAxes, color="0.4", fontsize=12)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        _margins(figure, top, bottom_in=0.4)
+        return figure
+    width = 0.36
+    drawn = set()
+
+    def bar(x: float, height: float, key: str, **style: Any) -> None:
+        ax.bar(x, height, width, label=None if key in drawn else names[key], **style)
+        drawn.add(key)
+
+    for i, r in enumerate(measured):
+        without, with_log, mirror = r.get("without_log_s"), r.get("with_log_s"), r.get("mirror_s")
+        if without is not None:
+            bar(i - width / 2, without, "without_log_s", color="tab:blue")
+            ax.annotate(f"{without:.1f} s", (i - width / 2, without), textcoords="offset points", xytext=(0, 3),
+                        ha="center", va="bottom", fontsize=9, color="tab:blue")
+        if with_log is not None:
+            bar(i + width / 2, with_log, "with_log_s", color="tab:red")
+            ratio = r.get("ratio") or (with_log / without if without else None)
+            ratio = f"\n×{ratio:.2f}" if ratio else ""
+            ax.annotate(f"{with_log:.1f} s{ratio}", (i + width / 2, with_log), textcoords="offset points",
+                        xytext=(0, 3), ha="center", va="bottom", fontsize=9, color="tab:red", fontweight="bold")
+        if mirror is not None:
+            bar(i + width / 2, mirror, "mirror_s", color="none", edgecolor="0.15", hatch="///", linewidth=0.8)
+            ax.annotate(f"{mirror:.1f} s", (i + width / 2, mirror), textcoords="offset points", xytext=(0, 3),
+                        ha="center", va="bottom", fontsize=8, color="0.1")
+    ax.set_xticks(range(len(measured)))
+    ax.set_xticklabels([f"{r['rows']:,} rows" + (f" [{r.get('client')}]" if len(clients) > 1 else "")
+                        + (f"\n{r['records']:,} records emitted" if r.get("records") is not None else "")
+                        for r in measured])
+    ax.set_xlim(-0.7, len(measured) - 0.3)
+    ax.set_xlabel("table size (rows)")
+    ax.set_ylabel("dbt run of the model (s)")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.set_title("each rebuild in a fresh process" + (f", {clients[0]} client" if len(clients) == 1 else "")
+                 + "; ×: with the log / without", fontsize=10)
+    ax.legend(fontsize=9, loc="upper left")
+    _margins(figure, top, bottom_in=0.95)
+    return figure
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="*", default=[str(HERE / "results.json")],
+                        help="results JSON file(s) of benchmarks/mirror.py (default: benchmarks/results.json)")
+    parser.add_argument("--out", help="directory of the PNG files (default: plots/ next to each JSON)")
+    args = parser.parse_args(argv)
+    for results in args.results:
+        for path in write_plots(results, args.out):
+            print(f"plot written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
