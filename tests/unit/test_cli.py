@@ -161,3 +161,120 @@ def test_tail_latest_full_of_a_topic_needs_a_model(fake_changelog, capsys):
 def test_status_outside_a_project_is_a_clear_error(tmp_path, capsys):
     assert main(["status", "--project-dir", str(tmp_path)]) == 2
     assert "No dbt project" in capsys.readouterr().err
+
+
+# --vars, as dbt takes it (dbt's own parser)
+
+@pytest.mark.parametrize("text, expected", [
+    ("{run: r1}", {"run": "r1"}),
+    ('{"run": "r1", "n": 2}', {"run": "r1", "n": 2}),
+    ("run: r1\nlimit: {rows: 5}", {"run": "r1", "limit": {"rows": 5}}),
+    (None, {}),
+])
+def test_parse_vars(text, expected, capsys):
+    assert cli.parse_vars(text) == expected
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("text, what", [
+    ("{run: r1", "is not valid YAML"), ("[1, 2]", "is a list"), ("r1", "is a str"), ("", "is empty"),
+])
+def test_bad_vars_are_a_usage_error(text, what, capsys):
+    with pytest.raises(reader.UsageError, match=f"--vars '.*' {what}: give a YAML or JSON dictionary"):
+        cli.parse_vars(text)
+    assert capsys.readouterr() == ("", "")  # dbt's parser says nothing of its own
+
+
+def test_bad_vars_end_the_command_in_one_line(tmp_path, capsys):
+    assert main(["status", "--project-dir", str(tmp_path), "--vars", "{run: r1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == ["error: --vars '{run: r1' is not valid YAML: give a YAML or JSON "
+                                "dictionary, as to dbt (--vars '{run: r1}' or --vars '{\"run\": \"r1\"}')."]
+
+
+def test_vars_reach_the_project(monkeypatch, tmp_path):
+    seen = {}
+
+    class Project:
+        def __init__(self, project_dir, profiles_dir, target, vars):
+            seen["vars"] = vars
+            raise reader.UsageError("stop here")
+
+    monkeypatch.setattr("dbt.adapters.logstore.project.DbtProject", Project)
+    assert main(["status", "--project-dir", str(tmp_path), "--vars", "{run: r1}"]) == 2
+    assert seen["vars"] == {"run": "r1"}
+
+
+# failures: one line on stderr, exit code 2 for usage errors and 1 for the rest
+
+def _failing(monkeypatch, exc):
+    def tail(args):
+        print("a record", flush=True)
+        raise exc
+
+    monkeypatch.setattr(cli, "_tail", tail)
+
+
+@pytest.mark.parametrize("exc, code, line", [
+    (reader.UsageError("Start point 'x' is not known."), 2, "error: Start point 'x' is not known."),
+    (reader.ReaderError("Model 'm': Kafka at 'h:1': unreachable:\n  no broker answered."), 1,
+     "error: Model 'm': Kafka at 'h:1': unreachable: no broker answered."),
+    (RuntimeError("boom\nagain"), 1, "error: RuntimeError: boom again (run with --debug for the traceback)"),
+])
+def test_failure_is_one_line_and_its_exit_code(monkeypatch, capsys, exc, code, line):
+    _failing(monkeypatch, exc)
+    assert main(["tail", "t"]) == code
+    out, err = capsys.readouterr()
+    assert out == "a record\n"
+    assert err.splitlines() == [line]
+
+
+@pytest.mark.parametrize("argv", [["--debug", "tail", "t"], ["tail", "t", "--debug"]])
+def test_debug_shows_the_traceback_before_the_line(monkeypatch, capsys, argv):
+    _failing(monkeypatch, reader.UsageError("Model 'x' is not logged"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "Traceback (most recent call last):"
+    assert err[-1] == "error: Model 'x' is not logged"
+
+
+def test_debug_defaults_off():
+    assert build_parser().parse_args(["status"]).debug is False
+    assert build_parser().parse_args(["--debug", "status"]).debug is True
+
+
+class _Project:
+    project_dir = "/p"
+
+    def model(self, name):
+        return None
+
+    def logged_models(self):
+        return [type("M", (), {"name": "orders"})()]
+
+    def has_loggable(self, name):
+        return name == "plain"
+
+
+@pytest.mark.parametrize("name, line", [
+    ("nosuch", "error: 'nosuch' is not a model of the dbt project at /p (logged models: orders): "
+               "check the name, or pass --bootstrap-servers to read a topic of that name."),
+    ("plain", "error: Model 'plain' is not logged (logged models: orders): set log_system='kafka' "
+              "in its config and run it, or name a logged model."),
+])
+def test_unknown_and_unlogged_models_are_usage_errors(monkeypatch, tmp_path, capsys, name, line):
+    (tmp_path / "dbt_project.yml").write_text("name: p\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "_project", lambda args: _Project())
+    assert main(["tail", name, "--json"]) == 2
+    assert capsys.readouterr().err.splitlines() == [line]
+
+
+@pytest.mark.parametrize("command", ["broker", "tail", "status"])
+def test_help_ends_with_two_examples(command, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert lines[-3] == "examples:"
+    assert all(line.startswith(f"  dbt-logstore {command} ") for line in lines[-2:])

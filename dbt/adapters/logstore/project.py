@@ -17,7 +17,7 @@ from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
 from dbt.adapters.logstore.names import SNAPSHOT_ID
 from dbt.adapters.logstore.formats import decode_json
-from dbt.adapters.logstore.reader import ReaderError
+from dbt.adapters.logstore.reader import ReaderError, UsageError
 from dbt.adapters.logstore.row_source import iter_query_rows
 
 
@@ -53,8 +53,8 @@ class DbtProject:
                  target: Optional[str] = None, vars: Optional[Dict[str, Any]] = None) -> None:
         self.project_dir = Path(project_dir).resolve()
         if not (self.project_dir / "dbt_project.yml").exists():
-            raise ReaderError(f"No dbt project at {self.project_dir} (no dbt_project.yml); pass "
-                              f"--project-dir, or name a topic with --bootstrap-servers.")
+            raise UsageError(f"No dbt project at {self.project_dir} (no dbt_project.yml); pass "
+                             f"--project-dir, or name a topic with --bootstrap-servers.")
         self.profiles_dir = _profiles_dir(self.project_dir, profiles_dir)
         self.target, self.vars = target, vars or {}
         self._adapter: Any = None
@@ -73,10 +73,12 @@ class DbtProject:
         if self._manifest is None:
             from dbt.cli.main import dbtRunner
 
-            result = dbtRunner().invoke(["parse", "--quiet", *self._cli_args()])
+            # nothing on the console (its error is raised below, in one line); dbt.log as usual
+            result = dbtRunner().invoke(["parse", "--log-level", "none",
+                                         "--log-level-file", "debug", *self._cli_args()])
             if not result.success:
                 raise ReaderError(f"dbt could not parse the project at {self.project_dir}: "
-                                  f"{result.exception}")
+                                  f"{getattr(result.exception, 'msg', result.exception)}")
             self._manifest = result.result
         return self._manifest
 
@@ -111,6 +113,11 @@ class DbtProject:
 
     def model(self, name: str) -> Optional[LoggedModel]:
         return next((m for m in self.logged_models() if m.name == name), None)
+
+    def has_loggable(self, name: str) -> bool:
+        """A model, seed or snapshot of that name, logged or not."""
+        return any(node.name == name and node.resource_type in LOGGABLE_RESOURCES
+                   for node in self.manifest.nodes.values())
 
     @contextmanager
     def connection(self) -> Iterator[Any]:

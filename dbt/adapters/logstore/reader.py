@@ -41,6 +41,12 @@ from dbt.adapters.logstore.replay import ChangeRecord, Normalizer
 START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full")
 
 
+class UsageError(ReaderError):
+    """What was asked cannot be served as asked (a start point not known or not in the log, a
+    name that is not a logged model): the asker has to change the request. The other
+    ReaderErrors are the log's (unreachable, refused, missing), and asking again may work."""
+
+
 @dataclass(frozen=True)
 class StartPoint:
     kind: str
@@ -58,8 +64,8 @@ class StartPoint:
             return cls("snapshot", snapshot=int(arg))
         if kind == "timestamp" and arg.strip():
             return cls("timestamp", timestamp_ms=_timestamp_ms(arg.strip()))
-        raise ReaderError(f"Start point '{text}' is not known. Allowed: {', '.join(START_KINDS)} "
-                          f"(N a snapshot id, T epoch milliseconds or an ISO-8601 time).")
+        raise UsageError(f"Start point '{text}' is not known. Allowed: {', '.join(START_KINDS)} "
+                         f"(N a snapshot id, T epoch milliseconds or an ISO-8601 time).")
 
     def __str__(self) -> str:
         if self.kind == "snapshot":
@@ -75,8 +81,8 @@ def _timestamp_ms(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ReaderError(f"Timestamp '{text}' is neither epoch milliseconds nor ISO-8601 "
-                          f"(e.g. 2026-11-22T10:00:00Z).") from None
+        raise UsageError(f"Timestamp '{text}' is neither epoch milliseconds nor ISO-8601 "
+                         f"(e.g. 2026-11-22T10:00:00Z).") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
@@ -89,7 +95,7 @@ def start_after(confirmations: List[Confirmation], start: StartPoint) -> Tuple[i
         return 0, {}
     if not confirmations:
         if start.kind == "snapshot":
-            raise ReaderError(f"Snapshot {start.snapshot} is not in the log: it has no snapshot yet.")
+            raise UsageError(f"Snapshot {start.snapshot} is not in the log: it has no snapshot yet.")
         return 0, {}
     if start.kind in ("latest", "latest-full"):
         last = confirmations[-1]
@@ -98,13 +104,13 @@ def start_after(confirmations: List[Confirmation], start: StartPoint) -> Tuple[i
         for c in confirmations:
             if c.snapshot == start.snapshot:
                 return c.snapshot, dict(c.end_offsets)
-        raise ReaderError(
+        raise UsageError(
             f"Snapshot {start.snapshot} is not in the log. Allowed: 0 (the start) or a snapshot "
             f"from {confirmations[0].snapshot} to {confirmations[-1].snapshot}.")
     if start.kind == "timestamp":
         before = [c for c in confirmations if c.ts_ms < int(start.timestamp_ms or 0)]
         return (before[-1].snapshot, dict(before[-1].end_offsets)) if before else (0, {})
-    raise ReaderError(f"Start point '{start}' is not known. Allowed: {', '.join(START_KINDS)}.")
+    raise UsageError(f"Start point '{start}' is not known. Allowed: {', '.join(START_KINDS)}.")
 
 
 def open_log(log: Union[LogConfig, str], topic: Optional[str] = None,
@@ -147,7 +153,9 @@ class ChangelogReader:
             after_snapshot, from_offsets = start_after(confirmations, start)
         partitions = sorted(self.log.end_offsets())
         if not partitions:
-            raise ReaderError(f"Topic '{self.topic}' does not exist on {self.log.address}.")
+            raise ReaderError(f"Topic '{self.topic}' does not exist on {self.log.address}: check "
+                              f"the topic name and the servers (a logged model's first run "
+                              f"creates its topic).")
         feed = self.log.feed(partitions, from_offsets or {})
         try:
             yield from self._deliver(feed, after_snapshot, up_to_snapshot, follow, idle_seconds,
@@ -210,8 +218,8 @@ def read_changelog(log: Union[LogConfig, str], topic: Optional[str] = None, star
     (its LogConfig), or of `topic` on the bootstrap servers `log` names (see open_log)."""
     start = start if isinstance(start, StartPoint) else StartPoint.parse(start)
     if start.kind == "latest-full":
-        raise ReaderError("'latest-full' needs the table's rows: use hybrid_read (or the "
-                          "`dbt-logstore tail MODEL` command, which reads them through dbt).")
+        raise UsageError("'latest-full' needs the table's rows: use hybrid_read (or the "
+                         "`dbt-logstore tail MODEL` command, which reads them through dbt).")
     records = ChangelogReader(open_log(log, topic, **client_properties), table).changes(
         start, follow=follow, idle_seconds=idle_seconds, timeout_seconds=timeout_seconds)
     return Normalizer().apply(records) if normalize else records

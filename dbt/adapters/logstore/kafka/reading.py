@@ -41,7 +41,7 @@ class KafkaLogReader(LogReader):
 
     def failure(self, exc: BaseException) -> ReaderError:
         """A client error, in plain words (kafka-python's recent warnings name the cause)."""
-        return ReaderError(kafka_failure(self.model, self.address, exc).msg)
+        return ReaderError(kafka_failure(self.model, self.address, exc, changed="").msg)  # a read changes nothing
 
     def consumer(self) -> Any:
         """The one consumer this log system reads with: assigned partitions (no group join: no
