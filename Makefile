@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install jars postgres bench bench-diff bench-formats soak clean
+.PHONY: demo test test-cluster unit functional install jars postgres docs bench bench-diff bench-formats soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -60,6 +60,17 @@ postgres:
 demo: $(STAMP)
 	$(BIN)/python sample_project/demo.py
 
+# The documentation site (mkdocs.yml, pages in docs/) into site/: --strict fails on a broken link
+# or anchor; its hooks render the configuration reference from the code (docs/hooks/).
+DOCS_STAMP := $(VENV)/.docs-installed
+DOCS_ENV   := NO_MKDOCS_2_WARNING=1
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,broker,docs]' --config-settings editable_mode=compat
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
+
 # Apache Kafka (three KRaft nodes, tests/kafka_cluster.py) runs for the whole suite, shared by the
 # workers, for the modules marked apache_kafka. Four workers, a file each at a time: every worker
 # has its own Spark session, metastore and embedded broker, and the subprocess-heavy fault tests run beside the rest (four on two cores:
@@ -67,7 +78,9 @@ demo: $(STAMP)
 # test (tests/functional/test_local_cluster.py, three JVMs) is part of it.
 # --no-loadscope-reorder: files go out in tests/conftest.py's order, longest first; xdist's
 # own order (most tests first) started the one-test fault files last, alone at the end.
-test: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
+# First the documentation site is built, --strict (as `make docs`): a broken link fails the suite.
+test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m tests.kafka_cluster run -- \
 		$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
@@ -118,4 +131,4 @@ bench-formats: $(STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/change_feeds.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(FLINK_VENV) .jars sample_project/target sample_project/logs
+	rm -rf $(VENV) $(FLINK_VENV) .jars site sample_project/target sample_project/logs

@@ -1,5 +1,5 @@
 """The table formats the tests run on (Iceberg, Delta): the Spark settings a session needs for
-each (the same a user puts in the profile's server_side_parameters, README "Table formats"),
+each (the same a user puts in the profile's server_side_parameters, docs/configuration.md, "Table formats"),
 and the class path that makes their jars (`make jars`: .jars/iceberg, .jars/delta) visible to
 every Spark JVM the tests start."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """dbt's other commands and configs on a logged model: each logs correctly or refuses before
-anything changes (README, "What each dbt command does to the log").
+anything changes (docs/operations.md, "What each dbt command does to the log").
 
 - `contract: {enforced: true}`: a model whose SQL keeps its contract logs as usual; one that
   breaks it fails before its table or topic changes;

@@ -63,7 +63,8 @@ EVENTUAL = """
 select id, {{ var('step') }} % 4 as tier from range({{ var('step') }} % 3, 30) as r(id)
 """
 # A run killed in the middle of an incremental insert's job commit (some files renamed into the
-# table, not all) leaves a row count that tells nothing: the model must be rebuilt (README).
+# table, not all) leaves a row count that tells nothing: the model goes on with a new
+# kafka.topic (docs/architecture.md, "The commit protocol", step 3).
 UNDECIDABLE = "whether it happened cannot be told"
 # three daily batches a run (WINDOW), each a change set of its own, over the seed's events
 DAILY = """

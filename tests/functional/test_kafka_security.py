@@ -1,7 +1,7 @@
 """A locked-down Apache Kafka (tests/kafka_cluster.py, one node of this module's own): SASL/SCRAM
 authentication, ACLs (StandardAuthorizer) and topic auto-creation off. Each case is a real dbt
 run whose principal lacks something: the run fails before the table changes, with the one-line
-cause of kafka/errors.py; with the ACLs the README lists, it succeeds and its log replays to the
+cause of kafka/errors.py; with the ACLs docs/operations.md lists ("The ACLs a run needs"), it succeeds and its log replays to the
 table. No password reaches the console, dbt's log or target/."""
 import pytest
 
@@ -40,7 +40,7 @@ def kafka_bootstrap_servers(secure_cluster):
 
 def sasl_properties(user: str, password: str) -> dict:
     """The profile's kafka_properties for a SCRAM login, in the names kafka-python takes
-    (README: sasl.plain.username / sasl.plain.password)."""
+    (docs/configuration.md, profile field kafka_properties: sasl.plain.username / sasl.plain.password)."""
     return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
             "sasl.plain.username": user, "sasl.plain.password": password}
 
@@ -164,7 +164,7 @@ class TestWrongPassword(_Case):
 
 
 class TestAuthorizedWriter(_Case):
-    """The ACLs the README lists: the topic and its control topic (describe, create, read,
+    """The ACLs docs/operations.md lists ("The ACLs a run needs"): the topic and its control topic (describe, create, read,
     write), the transactional ids 'dbt-logstore.*' (write, describe). No consumer group: the
     run's readers assign partitions without one."""
     user = "writer"

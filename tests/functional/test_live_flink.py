@@ -1,14 +1,14 @@
 """Apache Flink follows our topics with its own Kafka connector (flink-sql-connector-kafka,
 `make jars`): Flink's Kafka source reads each topic from the earliest offset to the latest, with
 its own `read_committed` consumer, transaction markers, offsets and tombstones, in the formats
-and with the options README.md ("Reading the log with other consumers") gives, and the changelog
+and with the options docs/consumers.md ("Who reads what", "Flink") gives, and the changelog
 it makes must end with exactly the table's rows.
 
 - a keyed `table` model, default log (debezium-json): `'connector' = 'kafka'`;
 - a keyed `table` model with `log.format: json` (upsert mode): `'connector' = 'upsert-kafka'`;
 - a keyless `table` model, default log: `'connector' = 'kafka'`, no primary key;
 - the keyed model again from the offsets its table recorded at an earlier snapshot
-  (`logstore.snapshot.offsets`, README's "Reading from a snapshot").
+  (`logstore.snapshot.offsets`, docs/consumers.md, "Reading from a snapshot").
 
 Each topic also holds an aborted transaction of a foreign writer (what a failed attempt leaves):
 Flink's read_committed source must skip it; the same topic read `read_uncommitted` shows it, so
@@ -149,7 +149,7 @@ def write_aborted(bootstrap: str, topics: Dict[str, str]) -> None:
         producer.close()
 
 
-# --- Flink's tables, as README.md gives them ---------------------------------------------------
+# --- Flink's tables, as docs/consumers.md gives them ---------------------------------------------
 
 def kafka_options(topic: str, bootstrap: str, isolation: str = "read_committed") -> Dict[str, str]:
     return {"connector": "kafka", "topic": topic, "properties.bootstrap.servers": bootstrap,
@@ -213,7 +213,7 @@ class TestFlinkFollowsTopics:
             "accounts": kafka_case("accounts", accounts_types, upsert_kafka_options(topics["accounts"], bootstrap),
                                    ["region", "id"]),
             "readings": kafka_case("readings", readings_types, kafka_options(topics["readings"], bootstrap)),
-            # README's "Reading from a snapshot": from the offsets the table recorded at step 2
+            # docs/consumers.md, "Reading from a snapshot": from the offsets the table recorded at step 2
             "orders_from_step_2": kafka_case("orders_from_step_2", orders_types, dict(
                 kafka_options(topics["orders"], bootstrap), **{
                     "scan.startup.mode": "specific-offsets",

@@ -1,5 +1,5 @@
 """Spark Structured Streaming follows live dbt-logstore topics with Spark's own Kafka source
-(spark-sql-kafka-0-10, `make jars`): tests/peers/spark_kafka_follow.py, the README's recipe,
+(spark-sql-kafka-0-10, `make jars`): tests/peers/spark_kafka_follow.py, the recipe of docs/consumers.md,
 runs in its own Spark session (the jars go in when a session starts; this process's session is
 dbt's, started without them) and, after the dbt runs, catches up from its checkpoint
 (`availableNow`) and applies the changes in `foreachBatch`; its table must then equal dbt's.

@@ -1,6 +1,6 @@
 """Spark Structured Streaming's half of reading a log, with Spark's own JSON parser: the record
-values, parsed by `from_json` with Spark's DEFAULT options (what the README tells a Spark
-consumer to write), applied as Debezium events or upserts, equal the table (the ISO-8601
+values, parsed by `from_json` with Spark's DEFAULT options (what docs/consumers.md tells a
+Spark consumer to write), applied as Debezium events or upserts, equal the table (the ISO-8601
 standard is read by the same parser; test_peer_flink.py covers it with Flink). The records
 come from our test consumer here, over every column type; tests/functional/test_live_spark.py
 has Spark's own Kafka source follow live topics."""

@@ -1,5 +1,5 @@
 """Follow dbt-logstore topics with Spark Structured Streaming's own Kafka source and apply the
-changes to a table, as the README's "Spark Structured Streaming" recipe does (this file is that
+changes to a table, as the "Spark Structured Streaming" recipe of docs/consumers.md does (this file is that
 recipe, tested; it imports nothing of dbt-logstore).
 
 Run as its own process, with its own Spark session (Spark's Kafka source comes in through

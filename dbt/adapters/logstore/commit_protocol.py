@@ -235,7 +235,7 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
         f"A run died during the table commit of change set {changeset}: the table holds "
         f"{row_count} rows, and the commit would have taken it from {before} to {after} rows, so "
         f"whether it happened cannot be told. Give the model a new 'kafka.topic': a new log "
-        f"starts with the table's current rows (move its consumers to it; README, 'Moving an "
+        f"starts with the table's current rows (move its consumers to it; docs/operations.md, 'Moving an "
         f"existing log').")
 
 

@@ -1,4 +1,8 @@
-"""Profile fields: everything dbt-spark has, plus Kafka defaults and a local session directory."""
+"""Profile fields: everything dbt-spark has, plus Kafka defaults and a local session directory.
+
+What each field this adapter adds means (FIELD_DESCRIPTIONS, with `host`, whose default it
+changes) is here too: the Configuration page of the documentation is rendered from it and from
+the fields' defaults (config_reference.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,21 +11,43 @@ from typing import Any, Dict, Optional, Tuple
 from dbt.adapters.spark.connections import SparkCredentials
 
 
+# Markdown; links are relative to the documentation's pages.
+FIELD_DESCRIPTIONS: Dict[str, str] = {
+    "kafka_bootstrap_servers": "Kafka servers for logged models that do not set `kafka.bootstrap.servers`.",
+    "kafka_properties": (
+        "Kafka client properties in Java spelling (`security.protocol`, `sasl.mechanism`, "
+        "`sasl.plain.username`, `sasl.plain.password`, `ssl.cafile`, ...), translated to "
+        "kafka-python settings. An unknown property is an error. These values are never printed "
+        "by `dbt debug` and never stored with a table."),
+    "kafka_client": (
+        "The client library that writes the records: `kafka-python`, or `confluent` "
+        "(confluent-kafka with its bundled librdkafka, several times faster: "
+        "`pip install 'dbt-logstore[confluent]'`). Same records, partitions, transactions and "
+        "tests. `kafka_properties` are passed to librdkafka, with kafka-python's names for "
+        "SASL/SSL files and `max.request.size` translated. Topic management and recovery stay on "
+        "kafka-python."),
+    "session_dir": "Session method only: where the warehouse and the Derby metastore live.",
+    "lock_lease_seconds": (
+        "How long a model's run lock lasts without renewal. An expired lock is taken over by the "
+        "next run (see [One run at a time](operations.md#one-run-at-a-time-locks-and-leases))."),
+    "host": "dbt-spark requires a host. A local session has no use for one, so it defaults.",
+}
+# The defaults that are not a constant of the field, as the reference shows them (Markdown).
+FIELD_DEFAULTS_SHOWN: Dict[str, str] = {
+    "session_dir": "`<project>/<target-path>/logstore_spark`",
+    "host": "`localhost` for `method: session`",
+}
+
+
 @dataclass
 class LogstoreCredentials(SparkCredentials):
-    # Default Kafka servers for models that log and do not set kafka.bootstrap.servers.
+    # What each field means: FIELD_DESCRIPTIONS above.
     kafka_bootstrap_servers: Optional[str] = None
-    # Kafka client properties (security.protocol, sasl.*, ssl.*). May hold secrets: never
-    # listed by `dbt debug`, never stored with a table.
+    # May hold secrets: never listed by `dbt debug`, never stored with a table.
     kafka_properties: Dict[str, str] = field(default_factory=dict)
-    # The Kafka client library: kafka-python (default) or confluent (confluent-kafka, with its
-    # bundled librdkafka: pip install 'dbt-logstore[confluent]').
     kafka_client: str = "kafka-python"
-    # session method: where the local warehouse and Derby metastore live
-    # (default: <project>/<target-path>/logstore_spark).
-    session_dir: Optional[str] = None
-    # How long a model's run lock lasts without renewal; the owner renews it at every protocol
-    # step, and a lock whose lease expired is taken over by the next run (run_lock.py).
+    session_dir: Optional[str] = None  # None: <project>/<target-path>/logstore_spark
+    # The owner renews its lock at every protocol step (run_lock.py).
     lock_lease_seconds: float = 600
 
     @classmethod

@@ -189,7 +189,7 @@ class LogConfig:
 def _changelog_mode(ref: ModelRef, log_format: str, requested: str,
                     unique_key: Tuple[str, ...]) -> str:
     """The changelog mode `auto` stands for, and a refusal of every combination that no
-    standard consumer reads (the README's consumer table lists what each one is read by)."""
+    standard consumer reads (docs/consumers.md, 'Who reads what', lists what each one is read by)."""
     model = ref.name
     if requested == "upsert" and not unique_key:
         raise LogConfigError(
@@ -284,7 +284,7 @@ def resolve_log_config(
         raise LogConfigError(
             f"Model '{model}': config 'mixed-format.emit.mode' = {emit!r} is not supported. "
             f"Allowed: file,log. A dbt model is a table: its change set is computed against the "
-            f"table's previous rows, so the table is always written (see README)."
+            f"table's previous rows, so the table is always written (see docs/configuration.md)."
         )
 
     consistency = read_choice(model, raw, "log.consistency", CONSISTENCIES)

@@ -41,7 +41,7 @@ def continue_stored_shape(log: LogConfig, table_props: Mapping[str, str]) -> Tup
         return log, []
     warnings: List[str] = []
     advice = ("Allowed: keep it, or log to a new 'kafka.topic' (a new topic starts with the "
-              "table's rows; see README, 'Moving an existing log').")
+              "table's rows; see docs/operations.md, 'Moving an existing log').")
     stored_mode = table_props.get("log.changelog-mode")
     if stored_mode in CHANGELOG_MODES[1:] and stored_mode != log.changelog_mode:
         if log.mode_requested != "auto":

@@ -8,14 +8,19 @@ their prefix stripped (`kafka.linger.ms`, Amoro's `properties.linger.ms`), and t
 for creation come from `kafka.topic-config.*`. The readers (`read_choice`, `read_boolean`, ...) are
 called by log_config.resolve_log_config; every error names the model, the key, the value and
 what is allowed.
+
+What each option means (DESCRIPTIONS, and the formats' FormatOption.meaning), the values it
+takes (ALLOWED) and the defaults that depend on the model (DEFAULTS_SHOWN) are here too: the
+Configuration page of the documentation is rendered from them (config_reference.py), so an option
+cannot be added without its reference.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from dbt_common.exceptions import DbtConfigError
 
-from dbt.adapters.logstore.formats import FORMAT_OPTIONS, FORMATS as _FORMATS
+from dbt.adapters.logstore.formats import FORMAT_OPTIONS, FORMATS as _FORMATS, debezium_transactions
 from dbt.adapters.logstore.json_images import TIMESTAMP_SQL, TIMESTAMP_STANDARDS
 
 LOG_SYSTEMS = ("none", "kafka")
@@ -25,6 +30,7 @@ FORMATS = tuple(_FORMATS)  # the registered record formats (formats/)
 KEY_FORMATS = ("json",)
 EMIT_MODES = ("file,log",)
 KAFKA_CLIENTS = ("kafka-python", "confluent")
+BOOLEANS = ("true", "false")
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental", "seed", "snapshot")
 LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge", "microbatch")
 # dbt's `merge` options that Spark's MERGE applies but the logged change set (changes.py: full
@@ -84,10 +90,98 @@ DEFAULTS: Dict[str, Any] = {
 # Spark tasks that write one change set in parallel (session method); 1 = the driver streams it.
 MAX_PARALLELISM = 1024
 
+# canonical key -> the values it takes: the choices its reader checks, or a phrase where the
+# value is not a choice
+ALLOWED: Dict[str, Union[Tuple[str, ...], str]] = {
+    "log.system": LOG_SYSTEMS,
+    "kafka.topic": "a Kafka topic name",
+    "kafka.bootstrap.servers": "`host:port[,host:port]`",
+    "log.consistency": CONSISTENCIES,
+    "log.changelog-mode": CHANGELOG_MODES,
+    "log.format": FORMATS,
+    "log.key.format": KEY_FORMATS,
+    "log.ignore-delete": BOOLEANS,
+    "log.system.partitions": "a positive integer",
+    "log.system.replication": "a positive integer",
+    "mixed-format.emit.mode": EMIT_MODES,
+    "log.mirror.parallelism": f"1 to {MAX_PARALLELISM}",
+    "log.timestamp-format.standard": TIMESTAMP_STANDARDS,
+    "log.encode.decimal-as-plain-number": BOOLEANS,
+    **{option.key: option.allowed for option in FORMAT_OPTIONS if option.allowed},
+    debezium_transactions.METADATA_TOPIC: "a Kafka topic name",
+}
+
+# The defaults that depend on the model or the profile (no entry in DEFAULTS), as the reference
+# shows them (Markdown).
+DEFAULTS_SHOWN: Dict[str, str] = {
+    "kafka.topic": "`<schema>.<alias>`",
+    "kafka.bootstrap.servers": "the profile's `kafka_bootstrap_servers`",
+    debezium_transactions.METADATA_TOPIC: f"`<kafka.topic>{debezium_transactions.TOPIC_SUFFIX}`",
+}
+
+# What each option means, by canonical key (Markdown; links are relative to the documentation's
+# pages). The formats' own options carry theirs (FormatOption.meaning).
+DESCRIPTIONS: Dict[str, str] = {
+    "log.system": "`kafka`: every commit's changes also go to Kafka. `none`: no log.",
+    "kafka.topic": "The topic of this table's log. It is created if missing.",
+    "kafka.bootstrap.servers": "Kafka servers for this model.",
+    "log.consistency": (
+        "`transactional`: exactly-once delivery. `eventual`: at-least-once, with lower latency; "
+        "it needs a `unique_key`, as in Paimon. See [Consistency](operations.md#consistency)."),
+    "log.changelog-mode": (
+        "`all`: updates carry before and after images, and deletes carry the old row (keyed logs "
+        "add a tombstone after each delete, for compaction). `upsert` (with `log.format: json` "
+        "and a `unique_key`): the row by key, deletes as tombstones, as Flink's upsert-kafka "
+        "reads. `auto` = `all` with `debezium-json`; with `json`, `upsert` with a `unique_key` "
+        "and `all` without. See [Who reads what](consumers.md#who-reads-what)."),
+    "log.format": (
+        "The record value: a Debezium change event, or (`json`) the row itself. `json` expresses "
+        "only upserts with tombstones (`upsert` mode, needs a key) or, on incremental `append` "
+        "models, inserts; other uses are refused at parse time."),
+    "log.key.format": "The record key: a JSON object of the `unique_key` columns.",
+    "log.ignore-delete": "Drop deletes from the log. The log then no longer replays to the table.",
+    "log.system.partitions": (
+        "Partitions when the topic is created. An existing topic with fewer partitions is an "
+        "error."),
+    "log.system.replication": "Replication factor when the topic is created.",
+    "mixed-format.emit.mode": (
+        "Amoro's option. Only `file,log`: a dbt model's change set is computed against its "
+        "table, so the table is always written."),
+    "log.mirror.parallelism": (
+        "How many Spark tasks write the change set, each with its own producer (session method; "
+        "see [Parallel mirror](operations.md#parallel-mirror)). `1`: the driver streams it."),
+    "log.timestamp-format.standard": (
+        "How timestamps are written, as Flink's `*.timestamp-format.standard`: "
+        "`2024-05-01 10:00:00.000000Z` (SQL) or `2024-05-01T10:00:00.000000Z` (ISO-8601). Always "
+        "UTC, whatever the Spark session time zone."),
+    "log.encode.decimal-as-plain-number": (
+        "Write decimal columns without exponent (`0.0000001000`, not `1.000E-7`), as Flink's "
+        "`encode.decimal-as-plain-number`."),
+}
+
 CLIENT_PREFIXES = ("kafka.", "properties.")  # Paimon's and Amoro's pass-through prefixes
 TOPIC_CONFIG_PREFIX = "kafka.topic-config."
 # Prefixes that belong to this adapter: a key under them that is not known is a typo.
 OWN_PREFIXES = ("log.", "log_", "log-store.", "mixed-format.", "mixed_format_")
+
+# The keys that are not one option of SPELLINGS, for the reference (Markdown):
+# (the key as written, default, allowed, meaning).
+OTHER_KEYS: Tuple[Tuple[str, str, str, str], ...] = (
+    (f"`{AMORO_ENABLED}` (with `{AMORO_TYPE}`)", "unset (`log.system` decides)",
+     f"`true`, `false`; `{AMORO_TYPE}`: `kafka` (its default)",
+     f"Amoro's switch: `true` is `log.system: kafka`, `false` is `none`. `{AMORO_TYPE}` needs "
+     f"`{AMORO_ENABLED}: true`; a `log.system` that says otherwise is an error."),
+    (f"`{TOPIC_CONFIG_PREFIX}<name>`", "none", "any topic setting",
+     "Applied when the topic is created, e.g. `kafka.topic-config.cleanup.policy: compact`."),
+    (" / ".join(f"`{prefix}<property>`" for prefix in CLIENT_PREFIXES), "none",
+     "kafka-python settings in Java spelling",
+     "Passed to the Kafka client with the prefix stripped (`properties.` is Amoro's), e.g. "
+     "`kafka.linger.ms: 5`, `kafka.transaction.timeout.ms: 120000`. A model setting wins over "
+     "the profile's `kafka_properties`. Keep secrets in the profile: model config is written to "
+     "`manifest.json`."),
+    ("`unique_key` (dbt's own)", "none", "a column or a list of columns",
+     "The record key. Keyed tables log inserts, updates and deletes per key."),
+)
 
 
 class LogConfigError(DbtConfigError):

@@ -105,7 +105,7 @@ class DebeziumJson(RecordFormat):
                 "write updates without their before image, which Flink's debezium-json cannot read. "
                 "Allowed: 'log.changelog-mode' all or auto with debezium-json (a Debezium change "
                 "stream), or 'log.format' = 'json' with upsert (Flink's upsert-kafka). A topic that "
-                "already holds that shape keeps it under 'auto' (see README, 'Moving an existing log').")
+                "already holds that shape keeps it under 'auto' (see docs/operations.md, 'Moving an existing log').")
         return "all"
 
     def encoder(self, shape: TableShape, ts_ms: int, upsert: bool, options: Mapping[str, str],

@@ -1,16 +1,20 @@
-"""README's Layout table matches the tree: it names every module of the package, and every path
-it names exists (a row may name siblings of its first path by file name alone)."""
+"""The Layout table matches the tree: it names every module of the package, and every path it
+names exists (a row may name siblings of its first path by file name alone). The table is in the
+documentation's Architecture page (docs/architecture.md, section "Layout"); it moved there from
+the README."""
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "dbt" / "adapters" / "logstore"
+PAGE = ROOT / "docs" / "architecture.md"
 
 
 def layout_rows():
-    text = (ROOT / "README.md").read_text()
+    text = PAGE.read_text()
     section = text[text.index("## Layout\n"):]
-    section = section[:section.index("\n## ", 1)]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
     return [line for line in section.splitlines() if line.startswith("| `")]
 
 
@@ -24,9 +28,9 @@ def named_paths(row):
 def test_every_module_of_the_package_is_in_the_layout_table():
     named = {path.name for row in layout_rows() for path in named_paths(row)}
     modules = {p.name for p in PACKAGE.glob("*.py") if not p.name.startswith("__")}
-    assert not modules - named, f"add to README's Layout table: {sorted(modules - named)}"
+    assert not modules - named, f"add to the Layout table ({PAGE.relative_to(ROOT)}): {sorted(modules - named)}"
 
 
 def test_every_path_in_the_layout_table_exists():
     missing = [str(path) for row in layout_rows() for path in named_paths(row) if not (ROOT / path).exists()]
-    assert not missing, f"README's Layout table names paths that do not exist: {missing}"
+    assert not missing, f"the Layout table ({PAGE.relative_to(ROOT)}) names paths that do not exist: {missing}"
