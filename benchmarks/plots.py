@@ -19,7 +19,7 @@ record the CPU bound or the commit) is left out, and the subtitle says so.
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.util
 import sys
 import textwrap
 from pathlib import Path
@@ -30,6 +30,19 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 HERE = Path(__file__).resolve().parent
+
+
+def _sibling(name: str) -> Any:
+    """A module of benchmarks/ (not a package: its scripts run by path)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+report = _sibling("report")  # labels and loading, shared with the Performance page's tables
+configuration_label, load = report.configuration_label, report.load
+
 THROUGHPUT = "mirror-throughput.png"
 REBUILD = "rebuild-time.png"
 
@@ -37,10 +50,6 @@ RAW_STYLE = {"color": "black", "marker": "s", "linewidth": 2.4, "markersize": 7}
 MIRROR_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 MIRROR_MARKERS = ["o", "^", "D", "v", "P", "X"]
 BOUND_STYLE = {"color": "tab:red", "linestyle": "--", "marker": "_", "linewidth": 1.6, "markersize": 14}
-
-
-def load(results: Union[str, Path, Dict[str, Any]]) -> Dict[str, Any]:
-    return results if isinstance(results, dict) else json.loads(Path(results).read_text())
 
 
 def plot_paths(results_path: Optional[Path], out_dir: Optional[Path] = None) -> Tuple[Path, Path]:
@@ -96,13 +105,6 @@ def tick_label(value: float, _: Any = None) -> str:
         if value >= size:
             return f"{value / size:.1f}".rstrip("0").rstrip(".") + suffix
     return f"{value:.0f}"
-
-
-def configuration_label(c: Dict[str, Any]) -> str:
-    if c["kind"] == "raw":
-        return "raw producer (client alone)"
-    writers = c.get("writers") or 1
-    return f"mirror {c.get('consistency', '?')}, " + ("1 writer" if writers == 1 else f"{writers} tasks")
 
 
 def subtitle(data: Dict[str, Any], notes: Iterable[str], width_in: float = 12.0) -> str:
