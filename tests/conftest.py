@@ -93,33 +93,35 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # --no-loadscope-reorder), handing each worker the next file in collection order when it
 # finishes one. The longest files go first (seconds of a worker in a full run, `--durations`),
 # so that none of them starts last while the other workers sit idle.
-LONGEST_FIRST = (  # seconds of a worker on four workers, 2026-11-24 (new modules: alone, loaded)
-    "test_faults_random_delta",  # ~560 s (2026-11-25, four workers)
-    "test_table_formats",  # ~710 s: Delta ~470, Iceberg ~240
-    "test_faults_random_iceberg",  # ~350 s
-    "test_schema_changes",  # ~420 s
-    "test_faults_random",  # ~330 s (a seed and microbatch added since)
+LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-26 (`--durations`)
+    "test_table_formats",  # ~870 s: Delta ~520, Iceberg ~340
+    "test_faults_random_delta",  # ~660 s
+    "test_faults_random_iceberg",  # ~500 s
+    "test_faults_random",  # ~440 s
+    "test_schema_changes",  # ~390 s
     "test_faults_concurrency",  # ~360 s
     "test_options",  # ~330 s
     "test_contract",  # ~310 s
     "test_peer_flink",  # ~300 s
     "test_consuming",  # ~270 s
-    "test_apache_kafka",  # ~180-200 s
+    "test_reduced_inputs",  # ~225 s
+    "test_broker_failure",  # ~220 s
     "test_faults_incremental",  # ~220 s
-    "test_live_flink",  # ~90-180 s
+    "test_apache_kafka",  # ~200 s
     "test_faults_parallel",  # ~200 s
-    "test_broker_failure",
+    "test_faults_late",  # ~190 s
+    "test_microbatch",  # ~190 s
+    "test_faults_early",  # ~170 s
+    "test_local_cluster",  # ~150 s
+    "test_live_spark",  # ~140 s
+    "test_live_flink",  # ~130 s
+    "test_seeds",  # ~125 s
+    "test_downstream_thrift",  # ~115 s
+    "test_downstream",  # ~100 s
     "test_kafka_security",
-    "test_local_cluster",  # ~160 s
-    "test_faults_early",  # ~150 s
-    "test_live_spark",  # ~90-200 s
-    "test_microbatch",  # ~80 s
-    "test_reduced_inputs",  # ~90 s
-    "test_faults_late",  # ~130 s
-    "test_seeds",  # ~65 s
+    "test_kafka_connect_sink",
+    "test_cli_errors",
     "test_snapshots",  # ~60 s
-    "test_downstream_thrift",
-    "test_downstream",
     "test_parallel_mirror",
     "test_adapter_basic",
     "test_thrift",
