@@ -25,7 +25,8 @@ def on_page_markdown(markdown, page, config, files):
         path = ROOT / match["path"]
         if not path.is_file():
             raise ValueError(f"{PAGE}: {match['path']} (in {match[0]}) does not exist")
-        return report.markdown(path)
+        # in a div of its own: the stylesheet keeps these wide tables compact (md_in_html)
+        return f'<div class="bench" markdown>\n\n{report.markdown(path)}\n\n</div>'
 
     return MARKER.sub(tables, markdown)
 

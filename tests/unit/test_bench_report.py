@@ -51,12 +51,11 @@ def test_provenance_names_date_machine_commit_and_command():
 def test_a_row_per_configuration_with_its_figures():
     text = report.markdown(RESULT)
     raw, = _rows(text, "raw producer")
-    assert raw == ["raw producer (client alone)", "confluent", "1,000,000", "200,000", "1.00", "8.0", "120",
-                   "-", "-", "-"]
+    assert raw == ["raw producer (client alone)", "1,000,000", "200,000", "1.00", "8.0", "120", "-", "-"]
     transactional, = _rows(text, "mirror transactional")
-    assert transactional[3:] == ["70,000", "0.35", "26.4", "283", "1,227", "1", "13.1"]
+    assert transactional[2:] == ["70,000", "0.35", "26.4", "283", "1,227", "1 (13.1)"]
     eventual, = _rows(text, "mirror eventual, 2 tasks")
-    assert eventual[-2:] == ["-", "-"]  # no Kafka transactions in eventual mode
+    assert eventual[-1] == "-"  # no Kafka transactions in eventual mode
 
 
 def test_the_cpu_bound_and_the_best_mirror_against_it():
@@ -64,13 +63,16 @@ def test_the_cpu_bound_and_the_best_mirror_against_it():
     assert bound == ["confluent", "embedded", "1,000,000", "8.0", "12.0", "100,000", "0.50", "0.80"]
 
 
-def test_rebuilds_and_a_broker_column_only_when_brokers_differ():
+def test_rebuilds_and_a_table_per_client_and_broker():
     text = report.markdown(RESULT)
     assert _rows(text, "1,000,000 | confluent | 10,000") == [
         ["1,000,000", "confluent", "10,000", "25.2", "7.6", "3.31", "2.4"]]
-    assert "| broker |" not in text.splitlines()[2]
-    two = dict(RESULT, configurations=[RAW, dict(MIRROR, broker="apache")])
-    assert "| configuration | client | broker |" in report.markdown(two)
+    assert text.count("| configuration |") == 1 and "**confluent**" in text
+    two = report.markdown(dict(RESULT, configurations=[RAW, dict(MIRROR, broker="apache"),
+                                                       dict(RAW, client="kafka-python")]))
+    assert two.count("| configuration |") == 3
+    assert ["**confluent**", "**confluent, on apache**", "**kafka-python**"] == [
+        line for line in two.splitlines() if line.startswith("**") and line.endswith("**")]
 
 
 def test_an_older_result_without_cpu_commit_or_rebuilds_still_renders():
@@ -79,7 +81,7 @@ def test_an_older_result_without_cpu_commit_or_rebuilds_still_renders():
     text = report.markdown(old)
     assert "commit not recorded" in text
     assert "CPU µs/record, " not in text and "keyed rebuild" not in text
-    assert _rows(text, "mirror transactional")[0][5] == "-"
+    assert _rows(text, "mirror transactional")[0][4] == "-"
 
 
 def _page(src_uri):
@@ -90,7 +92,7 @@ def test_the_hook_replaces_each_marker_with_the_files_tables(tmp_path, monkeypat
     (tmp_path / "r.json").write_text(json.dumps(RESULT))
     monkeypatch.setattr(hook, "ROOT", tmp_path)
     out = hook.on_page_markdown("# P\n\n<!-- bench: r.json -->\n\nafter\n", _page("performance.md"), None, None)
-    assert "<!-- bench:" not in out and "| mirror transactional, 1 writer | confluent |" in out
+    assert "<!-- bench:" not in out and "| mirror transactional, 1 writer | 1,000,000 |" in out
     assert out.endswith("after\n")
     assert hook.on_page_markdown("<!-- bench: r.json -->", _page("index.md"), None, None) == "<!-- bench: r.json -->"
     with pytest.raises(ValueError, match="missing.json"):
