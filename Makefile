@@ -108,7 +108,8 @@ functional: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
 # The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of
 # throughput, ratios to the raw producer and peak memory, writes benchmarks/results.json and its
 # plots in benchmarks/plots/ (the bench extra's matplotlib; again from a saved result:
-# $(BIN)/python benchmarks/plots.py FILE). BENCH_ARGS=--quick for a short run;
+# $(BIN)/python benchmarks/plots.py FILE). BENCH_ARGS=--quick for a short run (into
+# benchmarks/results-quick.json and plots/quick-*.png, which git ignores);
 # BENCH_ARGS="--brokers embedded,apache" measures on the embedded broker and on Apache Kafka.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)

@@ -23,7 +23,8 @@ configuration in its own process (its own Spark session, so peak memory is per c
             each rebuild in a fresh process (as a user's `dbt run`);
 - memory:   peak resident set (VmHWM) of the Python driver and of Spark's JVM, per configuration.
 
-It prints one table at the end and writes every figure to benchmarks/results.json (--results),
+It prints one table at the end and writes every figure to benchmarks/results.json (--quick:
+results-quick.json, so a development run keeps the full result; --results to choose),
 and its plots, PNG files, to plots/ next to it (benchmarks/plots.py, which draws them again from a
 saved result); `--check` reads that file and exits non-zero when a target (TARGETS) is missed, naming it.
 Numbers depend on the machine and on what else runs on it.
@@ -45,6 +46,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
+QUICK_RESULTS = HERE / "results-quick.json"  # --quick: a development run keeps the full result
 
 MODEL = """
 {{ config(materialized='table', unique_key='id',
@@ -465,7 +467,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rebuild-rows", help="row counts of the keyed rebuild (default: the largest of --rows)")
     parser.add_argument("--rebuild-client", help="the keyed rebuild's Kafka client (default: confluent if "
                         "measured, else kafka-python); its first build mirrors every row")
-    parser.add_argument("--results", default=str(RESULTS), help="where to write the results (JSON)")
+    parser.add_argument("--results", help=f"where to write the results (JSON; default {RESULTS.name}, "
+                                          f"with --quick {QUICK_RESULTS.name})")
     parser.add_argument("--check", nargs="?", const=str(RESULTS), metavar="FILE",
                         help="check the targets against a results file, exit 1 if one is missed")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -603,9 +606,10 @@ def main(argv: Optional[List[str]] = None) -> int:
            "spark_to_driver": spark_to_driver,
            "cpu_bounds": [{k: v for k, v in b.items() if k != "mirrors"} for b in cpu_bounds(configurations, fetches)],
            "failures": failures}
-    Path(args.results).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"\nresults written to {args.results}")
-    write_plots(Path(args.results))
+    results = Path(args.results or (QUICK_RESULTS if args.quick else RESULTS))
+    results.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"\nresults written to {results}")
+    write_plots(results)
     for failure in failures:
         print(f"FAILED: {failure['configuration']}: {failure['error']}")
     print()
