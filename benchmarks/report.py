@@ -1,7 +1,7 @@
 """A mirror benchmark result (benchmarks/mirror.py's results JSON) as Markdown tables.
 
 The Performance page (docs/performance.md) holds markers such as
-`<!-- bench: benchmarks/results.json -->`; its MkDocs hook (docs/hooks/bench_results.py) puts
+`<!-- bench: benchmarks/results.json -->`; its MkDocs hook (docs/hooks/benchmarks.py) puts
 these tables in their place at build time, so the page shows what the file holds, not a copy.
 Plain Python (no matplotlib), so the docs extra can import it. Figures a result lacks (older
 results record no CPU time, commit or broker) are shown as "-".

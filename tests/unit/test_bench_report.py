@@ -18,7 +18,7 @@ def _module(name, path):
 
 
 report = _module("bench_report", ROOT / "benchmarks" / "report.py")
-hook = _module("bench_results_hook", ROOT / "docs" / "hooks" / "bench_results.py")
+hook = _module("benchmarks_hook", ROOT / "docs" / "hooks" / "benchmarks.py")
 
 RAW = {"kind": "raw", "client": "confluent", "rows": 1_000_000, "consistency": "transactional", "writers": 1,
        "records_per_s": 200_000.0, "ratio_to_raw": None, "cpu_us_per_record": 8.0, "driver_mb": 120.0,
