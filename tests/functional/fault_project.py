@@ -164,6 +164,25 @@ def crash_and_recover(subprocess_project, kafka_bootstrap_servers, points, suffi
         assert project.tables() == {"flaky"}, point
 
 
+def wait_until_stopped(pid: int, limit: float = 30.0) -> None:
+    """Until every thread of `pid` is stopped (SIGSTOP is delivered asynchronously: a run told
+    to go on right after it could still pass a step before it stops)."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while True:
+        states = []
+        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+            try:
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                continue  # a thread that just ended
+        if states and all(state in "Tt" for state in states):
+            return
+        assert time.monotonic() < deadline, f"process {pid} did not stop: {states}"
+        time.sleep(0.05)
+
+
 def wait_until_paused(folder: Path, process: Any, limit: float = 180.0) -> None:
     """Until a run started with pause='<point>:<folder>' (faults.py) holds at its point."""
     import time

@@ -11,7 +11,7 @@ import pytest
 
 from tests.functional.contract import read_topic, replay_confirmed, wait_for_confirmations
 from tests.functional.fault_project import (  # noqa: F401
-    FaultProject, dbt, subprocess_project, wait_until_paused, write_project,
+    FaultProject, dbt, subprocess_project, wait_until_paused, wait_until_stopped, write_project,
 )
 
 
@@ -22,6 +22,13 @@ def _check_contract(project: FaultProject, bootstrap: str, topic: str, snapshots
     types, table = project.rows("flaky")
     assert replay_confirmed(bootstrap, topic, types, table) == table
     assert project.tables() == {"flaky"}, "no change, staging or lock table left behind"
+
+
+def _errors(output: str) -> str:
+    """A failed run's error lines first (its tail is mostly a Java stack trace)."""
+    lines = output.splitlines()
+    errors = [line for line in lines if "rror" in line or "Exception" in line]
+    return "\n".join(line[:600] for line in errors[:15]) + "\n...\n" + "\n".join(lines[-15:])[-2000:]
 
 
 def _run(project: FaultProject, step: int, suffix: str, **kwargs):
@@ -141,12 +148,13 @@ def leased_project(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_serve
     return FaultProject(root, schema, spark_thrift_server)
 
 
-@pytest.mark.parametrize("point", ["before_table_commit", "after_table_commit"])
+@pytest.mark.parametrize("point", ["before_table_commit", "after_table_commit", "after_log_commit"])
 def test_a_paused_owner_loses_its_lease_and_is_fenced(leased_project, kafka_bootstrap_servers,
                                                        tmp_path, point):
     """Run A is frozen (SIGSTOP) at a protocol step past its lease; run B takes the lock over
     without logstore_unlock and finishes (settling what A left); A, thawed, stops at its next
-    step without changing the table or the log."""
+    step without changing the table or the log (after its log commit: without recording its
+    snapshot over B's newer one)."""
     project, suffix = leased_project, uuid.uuid4().hex[:8]
     topic = f"faults_{suffix}"
     assert _run(project, 1, suffix).returncode == 0
@@ -154,6 +162,7 @@ def test_a_paused_owner_loses_its_lease_and_is_fenced(leased_project, kafka_boot
     try:
         wait_until_paused(tmp_path, first)
         os.kill(first.pid, signal.SIGSTOP)
+        wait_until_stopped(first.pid)
         (tmp_path / "release").touch()  # it goes on only when thawed
         time.sleep(LEASE_SECONDS + 2)
         second = _run(project, 3, suffix)
@@ -164,7 +173,9 @@ def test_a_paused_owner_loses_its_lease_and_is_fenced(leased_project, kafka_boot
         os.kill(first.pid, signal.SIGCONT)
         output, _ = first.communicate(timeout=300)
     text = " ".join(output.split())
-    assert first.returncode == 1 and "lost its lock" in text, text[-3000:]
+    assert first.returncode == 1 and "lost its lock" in text, _errors(output)
     # A's change reached the table only if it had committed before the pause; B settled it
-    snapshots = 3 if point == "after_table_commit" else 2
+    snapshots = 2 if point == "before_table_commit" else 3
     _check_contract(project, kafka_bootstrap_servers, topic, snapshots)
+    props = project.server.table_properties(f"{project.schema}.flaky")
+    assert props["logstore.snapshot.id"] == str(snapshots)  # B's record of the log stands

@@ -361,6 +361,10 @@ class FakeAdapter:
     def logstore_crash_point(self, point):
         return ""
 
+    @recorded
+    def logstore_hold_lock(self, log):
+        return None
+
     def logstore_replaces_in_place(self, file_format, old_relation):
         from dbt.adapters.logstore.table_formats import replaces_in_place
 
@@ -580,10 +584,16 @@ def test_logged_table_first_build():
             mirror.args["changeset"], mirror.args["rows_affected"]) == (CHANGES, TARGET, INVOCATION, 7)
     assert not mirror.args["recovering"] and not mirror.args["log_starts"]
     in_order(h, ("adapter.logstore_check_change_set", {}),
+             ("adapter.logstore_crash_point", {"point": "before_table_commit"}),
+             ("adapter.logstore_hold_lock", {}),
              ("adapter.logstore_set_properties", {"relation": STAGING}),
              ("adapter.rename_relation", {"from_relation": STAGING, "to_relation": TARGET}),
-             ("adapter.logstore_mirror", {}), ("adapter.logstore_set_properties", {"relation": TARGET}),
+             ("adapter.logstore_crash_point", {"point": "after_table_commit"}),
+             ("adapter.logstore_hold_lock", {}),
+             ("adapter.logstore_mirror", {}), ("adapter.logstore_hold_lock", {}),
+             ("adapter.logstore_set_properties", {"relation": TARGET}),
              ("adapter.drop_relation", {"relation": CHANGES}), ("store_result", {}))
+    assert len(h.all("adapter.logstore_hold_lock")) == 3  # before each change of table or log
     assert h.one("store_result").args["response"].log_snapshot == 4
     assert h.all("adapter.drop_relation", relation=TARGET) == []  # nothing old to drop
 

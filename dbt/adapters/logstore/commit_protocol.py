@@ -29,6 +29,9 @@ The materialization stages the new rows. Then:
   8. the table is tagged `MIRRORED = <id>` with the snapshot id and the log offsets after it,
      and the change table dropped.
 
+Before steps 6, 7 and 8 the run checks that it still holds its lock (run_lock.hold): a run paused
+past its lease, whose model another run took over, stops there and changes nothing more.
+
 So a committed change reaches the log exactly once, as consumers count it (docs/log-format.md):
 a run that dies after step 6 leaves its change table, and the next run's step 3 asks the control
 topic whether an attempt was confirmed; if so its snapshot is adopted, otherwise the change set
@@ -63,6 +66,7 @@ class Steps(Protocol):
     def drop_relation(self, relation: Any) -> None: ...
     def execute(self, sql: str) -> Any: ...
     def logstore_crash_point(self, point: str) -> str: ...
+    def logstore_hold_lock(self, log: LogConfig) -> None: ...
     # what the table's properties record (table_commit.py)
     def logstore_interrupted_swap(self, changes_relation: Any, target_relation: Any) -> Any: ...
     def logstore_log_is_new(self, log: LogConfig, relation: Any, topic_partitions: int) -> bool: ...
@@ -146,6 +150,8 @@ def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any
         f"create table {changes} using parquet {steps.logstore_readable_table_options()} "
         f"tblproperties {properties_list_sql({CHANGESET_ID: changeset})} as {sql}"))
     steps.logstore_check_change_set(log, changes, mark_duplicates)
+    steps.logstore_crash_point("before_table_commit")
+    steps.logstore_hold_lock(log)  # a run that lost its lock commits nothing
 
 
 def commit_by_swap(steps: Steps, log: LogConfig, staged: Any, target: Any, old: Any, changes: Any,
@@ -195,7 +201,11 @@ def finish(steps: Steps, log: LogConfig, target: Any, changes: Any, changeset: s
     """Steps 7 and 8, after the table commit: the change set written to the log as the next
     snapshot (when `recovering`, a snapshot an earlier attempt confirmed is adopted), recorded
     with the table, and the change table dropped. Returns the run's response."""
+    steps.logstore_crash_point("after_table_commit")
+    steps.logstore_hold_lock(log)  # nor writes the log (Kafka fences its writer as well)
     response = steps.logstore_mirror(log, changes, target, changeset, rows_affected, recovering, log_starts)
+    # nor records it: the run that took the model over may have logged newer snapshots since
+    steps.logstore_hold_lock(log)
     steps.logstore_set_properties(target, steps.logstore_snapshot_properties(response, changeset))
     steps.drop_relation(changes)
     return response

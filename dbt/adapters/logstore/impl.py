@@ -208,7 +208,7 @@ class LogstoreAdapter(SparkAdapter):
         return float(getattr(self.config.credentials, "lock_lease_seconds", None)
                      or run_lock.DEFAULT_LEASE_SECONDS)
 
-    def _hold_lock(self, log: LogConfig) -> None:
+    def logstore_hold_lock(self, log: LogConfig) -> None:
         """Before a step that changes the table or the log: this run still holds its lock
         (run_lock.hold), or stops."""
         state = self._run_state()
@@ -331,11 +331,8 @@ class LogstoreAdapter(SparkAdapter):
 
     def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
                                   marked_duplicates: bool = False) -> None:
-        """Last checks before the table commit (change_checks.check_change_set); the last step
-        before it: a run that lost its lock stops."""
+        """Last checks before the table commit (change_checks.check_change_set)."""
         change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates)
-        faults.maybe_crash("before_table_commit")
-        self._hold_lock(log)
 
     def logstore_crash_point(self, point: str) -> str:
         """Fault tests: die (or pause) here when LOGSTORE_FAULT_INJECT (or _PAUSE) names it."""
@@ -364,8 +361,6 @@ class LogstoreAdapter(SparkAdapter):
                         recovering: bool = False, log_starts: bool = False) -> mirror.LogstoreAdapterResponse:
         """Write the committed change set to the log as the table's next snapshot (or, when
         recovering, adopt the snapshot an earlier attempt already confirmed)."""
-        faults.maybe_crash("after_table_commit")
-        self._hold_lock(log)  # nor write the log
         started = time.monotonic()
         snapshot = mirror.mirror_change_set(
             log, self._catalog(), self.connections.get_thread_connection().handle,
