@@ -98,8 +98,8 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_faults_random_delta",  # ~660 s
     "test_faults_random_iceberg",  # ~500 s
     "test_faults_random",  # ~440 s
-    "test_schema_changes",  # ~390 s
-    "test_faults_concurrency",  # ~360 s
+    "test_faults_concurrency",  # ~420 s (2026-11-26 afternoon: a third frozen-owner case)
+    "test_schema_changes",  # ~405 s
     "test_options",  # ~330 s
     "test_contract",  # ~310 s
     "test_peer_flink",  # ~300 s

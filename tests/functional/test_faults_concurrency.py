@@ -111,6 +111,7 @@ def test_broker_lost_in_the_middle_of_a_mirror_fails_clearly_and_the_next_run_co
     try:
         wait_until_paused(tmp_path, held)
         os.kill(pid, signal.SIGSTOP)
+        wait_until_stopped(pid)
         (tmp_path / "release").touch()
         output, _ = held.communicate(timeout=300)
     finally:
