@@ -202,9 +202,9 @@ def finish(steps: Steps, log: LogConfig, target: Any, changes: Any, changeset: s
     snapshot (when `recovering`, a snapshot an earlier attempt confirmed is adopted), recorded
     with the table, and the change table dropped. Returns the run's response."""
     steps.logstore_crash_point("after_table_commit")
-    steps.logstore_hold_lock(log)  # nor writes the log (Kafka fences its writer as well)
+    steps.logstore_hold_lock(log)  # a run that lost its lock writes no log (Kafka fences it too)
     response = steps.logstore_mirror(log, changes, target, changeset, rows_affected, recovering, log_starts)
-    # nor records it: the run that took the model over may have logged newer snapshots since
+    # nor records a write: the run that took the model over may have logged newer snapshots
     steps.logstore_hold_lock(log)
     steps.logstore_set_properties(target, steps.logstore_snapshot_properties(response, changeset))
     steps.drop_relation(changes)
