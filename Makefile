@@ -36,8 +36,9 @@ $(FLINK_STAMP):
 # Apache Kafka's broker (tests/kafka_cluster.py), Spark's Kafka source, Flink's Kafka connector,
 # the Iceberg and Delta runtimes (on the tests' Spark class path: tests/table_formats.py),
 # Kafka Connect's worker and Debezium's JDBC sink, a plugin in the worker's plugin.path
-# .jars/connect-plugins (tests/kafka_connect.py).
-JAR_SETS  := kafka spark-kafka flink-kafka iceberg delta connect connect-plugins/debezium-jdbc
+# .jars/connect-plugins (tests/kafka_connect.py), and Hive's LLAP classes for the tests' Spark
+# Thrift Server (tests/functional/thrift_server.py; Spark 4 no longer ships them).
+JAR_SETS  := kafka spark-kafka flink-kafka iceberg delta connect connect-plugins/debezium-jdbc hive-llap
 JARS_STAMP := .jars/.installed
 $(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml)
 	for j in $(JAR_SETS); do rm -rf .jars/$$j && \

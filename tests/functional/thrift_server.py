@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 STARTUP_TIMEOUT = 180.0
+LLAP_JARS = Path(__file__).resolve().parents[2] / ".jars" / "hive-llap"  # `make jars`
 
 
 def _free_port() -> int:
@@ -116,7 +117,10 @@ def _command(spark_home: str, port: int, work_dir: Path) -> List[str]:
     }
     cmd = [os.path.join(spark_home, "bin", "spark-submit"),
            "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
-           "--master", "local[2]"]
+           "--master", "local[2]",
+           # Hive's LLAP classes, which Spark 4 no longer ships: closing a session can initialize
+           # Hive's function registry, which needs them (jars/hive-llap/pom.xml)
+           "--driver-class-path", str(LLAP_JARS / "*")]
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += ["--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
