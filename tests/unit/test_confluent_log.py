@@ -194,6 +194,31 @@ def test_a_failed_delivery_fails_the_commit_and_abort_aborts(fake):
     assert producer.calls[-1] == "abort_transaction"
 
 
+def test_a_fenced_producer_whose_flush_lost_the_error_fails_saying_it_was_fenced(fake, monkeypatch):
+    # confluent-kafka at times ends a flush after a fatal error in a bare SystemError ("returned
+    # NULL without setting an exception"); its error callback has reported the fatal error
+    writer = ConfluentLogWriter(make_log(), "analytics.orders")
+    (producer,) = fake.instances
+    writer.send(b'{"id":1}', b"v", route=b"")
+
+    def flush(timeout=None):
+        producer.config["error_cb"](confluent_kafka.KafkaError(
+            confluent_kafka.KafkaError._FENCED, "fenced by newer producer instance", fatal=True))
+        raise SystemError("<built-in method flush> returned NULL without setting an exception")
+
+    monkeypatch.setattr(producer, "flush", flush)
+    with pytest.raises(DbtRuntimeError, match="writing to Kafka topic 'analytics.orders' failed.*newer writer"):
+        writer.commit(confirm)
+
+
+def test_a_bare_system_error_without_a_fatal_error_is_not_hidden(fake, monkeypatch):
+    writer = ConfluentLogWriter(make_log(), "analytics.orders")
+    (producer,) = fake.instances
+    monkeypatch.setattr(producer, "flush", lambda timeout=None: (_ for _ in ()).throw(SystemError("bug")))
+    with pytest.raises(SystemError, match="bug"):
+        writer.commit(confirm)
+
+
 def test_crash_before_log_commit_leaves_the_transaction_open(fake, monkeypatch):
     class Exited(BaseException):
         pass

@@ -32,6 +32,11 @@ class ConfluentLogWriter(LogWriter):
         self._log = log
         config = confluent_config(log)
         config["enable.idempotence"] = True
+        # A fatal error (a fenced producer) as librdkafka reports it, kept for _serve: serving
+        # callbacks can end in a SystemError that has lost it.
+        self._fatal: Optional[BaseException] = None
+        self._KafkaException = KafkaException
+        config["error_cb"] = self._on_client_error
         if log.transactional:
             config["transactional.id"] = transactional_id(writer_id)
         try:
@@ -57,12 +62,15 @@ class ConfluentLogWriter(LogWriter):
         self._unsent = 0
         self._topic = str(log.topic)
         # The per-record path is the mirror's hot loop: everything it needs is looked up once.
-        self._KafkaException = KafkaException
         self._produce, self._poll = self._producer.produce, self._producer.poll
         self._on_delivery = self._delivered
         self._ranges: Dict[int, List[int]] = {}  # partition -> [first, last] acknowledged offset
         self._headers_of: Any = None  # the headers tuple last sent (one per attempt) ...
         self._headers: List[Tuple[str, bytes]] = []  # ... as the list librdkafka takes
+
+    def _on_client_error(self, err: Any) -> None:
+        if err.fatal() and self._fatal is None:
+            self._fatal = self._KafkaException(err)
 
     def _delivered_beside(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -160,13 +168,16 @@ class ConfluentLogWriter(LogWriter):
         """A call that serves delivery reports (flush, poll), its failures as the writer's. On a
         fatal error (a fenced producer) confluent-kafka raises it and still runs the pending
         delivery callbacks, whose first call then fails with a SystemError chained to the real
-        error: that error is what the run reports."""
+        error: that error is what the run reports. At times the SystemError has lost it
+        ("returned NULL without setting an exception"): then the error callback's record of it."""
         try:
             return call(*args)
         except SystemError as exc:
             cause = exc.__cause__ or exc.__context__
+            if not isinstance(cause, self._KafkaException):
+                cause = self._fatal or self._error
             if isinstance(cause, self._KafkaException):
-                raise self._failure(cause) from cause
+                raise self._failure(cause) from exc
             raise
         except self._KafkaException as exc:
             raise self._failure(exc) from exc
