@@ -19,8 +19,10 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
+from tests.table_formats import JARS
+
 STARTUP_TIMEOUT = 180.0
-LLAP_JARS = Path(__file__).resolve().parents[2] / ".jars" / "hive-llap"  # `make jars`
+LLAP_JARS = JARS / "hive-llap"  # `make jars`
 
 
 def _free_port() -> int:

@@ -80,7 +80,7 @@ def test_an_older_result_without_cpu_commit_or_rebuilds_still_renders():
            "configurations": [{k: v for k, v in MIRROR.items() if k != "cpu_us_per_record"}]}
     text = report.markdown(old)
     assert "commit not recorded" in text
-    assert "CPU µs/record, " not in text and "keyed rebuild" not in text
+    assert "CPU µs/record, " not in text and "Keyed rebuild" not in text
     assert _rows(text, "mirror transactional")[0][4] == "-"
 
 

@@ -214,6 +214,8 @@ def test_a_fenced_producer_whose_flush_lost_the_error_fails_saying_it_was_fenced
 def test_a_bare_system_error_without_a_fatal_error_is_not_hidden(fake, monkeypatch):
     writer = ConfluentLogWriter(make_log(), "analytics.orders")
     (producer,) = fake.instances
+    # a non-fatal error (librdkafka retries it) is only logged, not taken for the cause
+    producer.config["error_cb"](confluent_kafka.KafkaError(confluent_kafka.KafkaError._TRANSPORT, "broker down"))
     monkeypatch.setattr(producer, "flush", lambda timeout=None: (_ for _ in ()).throw(SystemError("bug")))
     with pytest.raises(SystemError, match="bug"):
         writer.commit(confirm)

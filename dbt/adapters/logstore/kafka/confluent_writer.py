@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.catalog import logger
 from dbt.adapters.logstore.kafka.config import CONFLUENT_DEFAULTS, confluent_config
 from dbt.adapters.logstore.kafka.errors import kafka_failure, write_cause
 from dbt.adapters.logstore.kafka.writer import TransactionClock, partition_for
@@ -69,8 +70,10 @@ class ConfluentLogWriter(LogWriter):
         self._headers: List[Tuple[str, bytes]] = []  # ... as the list librdkafka takes
 
     def _on_client_error(self, err: Any) -> None:
-        if err.fatal() and self._fatal is None:
-            self._fatal = self._KafkaException(err)
+        if err.fatal():
+            self._fatal = self._fatal or self._KafkaException(err)
+        else:  # librdkafka retries these itself; it logs them only without an error_cb
+            logger.debug(f"Kafka client (confluent): {err.str()}")
 
     def _delivered_beside(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -174,10 +177,11 @@ class ConfluentLogWriter(LogWriter):
             return call(*args)
         except SystemError as exc:
             cause = exc.__cause__ or exc.__context__
-            if not isinstance(cause, self._KafkaException):
-                cause = self._fatal or self._error
             if isinstance(cause, self._KafkaException):
-                raise self._failure(cause) from exc
+                raise self._failure(cause) from cause
+            recorded = self._fatal or self._error  # the SystemError lost it
+            if recorded is not None:
+                raise self._failure(recorded) from exc
             raise
         except self._KafkaException as exc:
             raise self._failure(exc) from exc
