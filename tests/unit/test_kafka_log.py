@@ -597,9 +597,20 @@ def test_prepare_creates_topic_with_topic_configs(fake_admin):
     assert fake_admin.topic_configs[CONTROL] == {"retention.ms": "-1"}
 
 
-def test_prepare_creates_topic_without_topic_configs(fake_admin):
+def test_prepare_creates_a_topic_that_keeps_the_contract(fake_admin):
+    # a keyless log cannot be compacted: kept forever; a keyed one is compacted by its key
     KafkaLogSystem().prepare(make_log())
-    assert fake_admin.topic_configs["analytics.orders"] == {}
+    assert fake_admin.topic_configs["analytics.orders"] == {"retention.ms": "-1"}
+    KafkaLogSystem().prepare(make_log(topic="analytics.keyed", unique_key=("id",)))
+    assert fake_admin.topic_configs["analytics.keyed"] == {"cleanup.policy": "compact"}
+
+
+def test_the_models_topic_config_wins_over_the_contract_defaults(fake_admin):
+    KafkaLogSystem().prepare(make_log(topic_config={"retention.ms": "3600000"}))
+    assert fake_admin.topic_configs["analytics.orders"] == {"retention.ms": "3600000"}
+    KafkaLogSystem().prepare(make_log(topic="analytics.keyed", unique_key=("id",),
+                                      topic_config={"cleanup.policy": "delete"}))
+    assert fake_admin.topic_configs["analytics.keyed"] == {"cleanup.policy": "delete"}
 
 
 def test_prepare_returns_the_existing_topics_partition_count(fake_admin):

@@ -81,6 +81,9 @@ class FakeConsumer:
     def end_offsets(self, tps):
         return {tp: max([m.offset + 1 for m in self._of(tp)], default=0) for tp in tps}
 
+    def beginning_offsets(self, tps):
+        return {tp: min([m.offset for m in self._of(tp)], default=0) for tp in tps}
+
     def close(self):
         self.closed = True
 

@@ -11,7 +11,7 @@ from dbt.adapters.logstore import faults, log_snapshots, log_system
 from dbt.adapters.logstore.catalog import parse_properties
 from dbt.adapters.logstore.control_records import Confirmation, confirmation_record
 from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_snapshots import CARRIED, Snapshot, TableRef, prepare_log
+from dbt.adapters.logstore.log_snapshots import CARRIED, Attempt, Snapshot, TableRef, prepare_log
 from dbt.adapters.logstore.log_snapshots import write_change_set as write_records
 from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
 from dbt.adapters.logstore.names import (
@@ -335,10 +335,15 @@ def test_carried_properties():
     # a rebuilt table continues the snapshot history, the log's partition count and how far
     # it has read its upstream logs ...
     # and the table format's version its snapshot's rows are in
-    from dbt.adapters.logstore.names import SNAPSHOT_TABLE_VERSION, SOURCES
+    # and the log's identity and generation (lifecycle/identity.py compares them every run)
+    from dbt.adapters.logstore.names import (
+        GENERATION, GENERATION_OFFSETS, GENERATION_SNAPSHOT, LOG_CLUSTER_ID, LOG_CONTROL_TOPIC_ID,
+        LOG_TOPIC_ID, SNAPSHOT_TABLE_VERSION, SOURCES,
+    )
 
     assert CARRIED == (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, SNAPSHOT_TABLE_VERSION,
-                       MIRRORED, TOPIC_PARTITIONS, SOURCES)
+                       MIRRORED, TOPIC_PARTITIONS, SOURCES, LOG_CLUSTER_ID, LOG_TOPIC_ID,
+                       LOG_CONTROL_TOPIC_ID, GENERATION, GENERATION_SNAPSHOT, GENERATION_OFFSETS)
     # ... but never the change-set tags of the commit being made
     assert COMMITTED not in CARRIED and CHANGESET_ID not in CARRIED
 
@@ -368,6 +373,8 @@ def test_snapshot_properties():
         SNAPSHOT_OFFSETS: '{"0": 12, "2": 5}',
         SNAPSHOT_ATTEMPT: "a" * 32,
         SNAPSHOT_TABLE_VERSION: "",  # a plain table has no version of its own: cleared
+        "logstore.generation": "1",  # the log's generation goes on
+        "logstore.generation.pending": "",  # a generation this commit started is in the log
     }
     assert all(isinstance(v, str) for v in props.values())  # table properties are strings
 
@@ -435,7 +442,8 @@ def test_snapshot_from_confirmation_then_properties():
     props = Snapshot.from_confirmation(CONFIRMATION).properties("run-3")
     assert props == {MIRRORED: "run-3", SNAPSHOT_ID: "3",
                      SNAPSHOT_OFFSETS: '{"0": 10, "1": 4, "2": 6}', SNAPSHOT_ATTEMPT: "c" * 32,
-                     SNAPSHOT_TABLE_VERSION: ""}
+                     SNAPSHOT_TABLE_VERSION: "", "logstore.generation": "1",
+                     "logstore.generation.pending": ""}
 
 
 def test_the_table_formats_version_goes_from_confirmation_to_table_and_back():
@@ -473,8 +481,30 @@ def test_confirmation_record_content():
         # partition 1 got nothing this time: it carries on from the previous snapshot
         "end_offsets": {"0": 12, "1": 20, "2": 31},
         "transactions": 1,  # Kafka transactions the records took
+        "generation": 1,  # the log's generation it is in
     }
     assert previous.end_offsets == {0: 10, 1: 20, 2: 30}  # not modified
+
+
+def test_a_snapshot_that_starts_a_generation_says_where_its_copy_starts():
+    # per partition: its first record, or where it wrote none, the partition's end before it
+    previous = Snapshot(id=3, end_offsets={0: 10, 1: 20, 2: 30})
+    result = WriteResult(topic="analytics.orders", records=3, offsets={0: (10, 12), 2: (30, 31)})
+    _, value = confirmation_record(LOG, TABLE, 4, "run-4", "att", previous, result,
+                                   generation=2, starts_generation=True)
+    record = json.loads(value)
+    assert (record["generation"], record["generation_start"]) == (2, {"0": 10, "1": 20, "2": 30})
+    confirmation = Confirmation.from_record(value)
+    assert (confirmation.generation, confirmation.generation_start) == (2, {0: 10, 1: 20, 2: 30})
+    snapshot = Snapshot.from_confirmation(json.loads(value))
+    props = snapshot.properties("run-4")
+    assert (props["logstore.generation"], props["logstore.generation.snapshot"],
+            props["logstore.generation.offsets"]) == ("2", "4", '{"0": 10, "1": 20, "2": 30}')
+    assert Snapshot.from_properties(props).generation == 2
+    # the records of such a snapshot carry the generation in a header; others do not
+    starting = Attempt.new(LOG, TABLE, previous, "run-4", generation=2, starts_generation=True)
+    assert ("logstore.starts-generation", b"2") in starting.headers()
+    assert all(k != "logstore.starts-generation" for k, _ in Attempt.new(LOG, TABLE, previous, "r").headers())
 
 
 def test_confirmation_record_is_compact_json():

@@ -44,6 +44,7 @@ import dbt.include.global_project
 import dbt.include.spark
 from dbt.adapters.logstore import log_snapshots, names
 from dbt.adapters.logstore.catalog import set_properties_sql
+from dbt.adapters.logstore.lifecycle.identity import Assessment
 from dbt.adapters.logstore.impl import LogstoreAdapter
 from dbt.adapters.logstore.mirror import LogstoreAdapterResponse
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
@@ -164,11 +165,13 @@ class FakeAdapter:
     def __init__(self, calls: List[Call], context: Dict[str, Any], catalog: Dict[str, str],
                  log_is_new: bool = False, pending: Optional[str] = None,
                  interrupted: Optional[str] = None, op_column: bool = False,
-                 reduced_inputs: str = "") -> None:
+                 reduced_inputs: str = "", assessment: Optional[Assessment] = None) -> None:
         self.calls, self.context, self.catalog = calls, context, dict(catalog)
         self.log_is_new, self.pending, self.interrupted, self.op_column = \
             log_is_new, pending, interrupted, op_column
         self.reduced_inputs = reduced_inputs
+        self.assessment = assessment or Assessment()  # the log is the table's (lifecycle/)
+        self.generation = None
 
     # dbt's adapter
     def dispatch(self, macro_name: str, macro_namespace: Optional[str] = None, packages: Any = None):
@@ -241,8 +244,9 @@ class FakeAdapter:
 
     # logstore's commit protocol: the real sequence (commit_protocol.py) over this fake's steps
     @recorded
-    def logstore_begin(self, log, target_relation, partition_by, invocation_id, changeset):
-        return LogstoreAdapter.logstore_begin(self, log, target_relation, partition_by, invocation_id, changeset)
+    def logstore_begin(self, log, target_relation, partition_by, invocation_id, changeset, resnapshot=False):
+        return LogstoreAdapter.logstore_begin(self, log, target_relation, partition_by, invocation_id,
+                                              changeset, resnapshot)
 
     @recorded
     def logstore_build_changes(self, log, changes_relation, new_relation, old_relation=None, scope_by=None,
@@ -302,6 +306,14 @@ class FakeAdapter:
     @recorded
     def logstore_prepare(self, log):
         return log.partitions
+
+    @recorded
+    def logstore_assess_log(self, log, target_relation, relation):
+        return self.assessment
+
+    @recorded
+    def logstore_start_generation(self, start):
+        self.generation = start
 
     @recorded
     def logstore_interrupted_swap(self, changes_relation, target_relation):

@@ -5,11 +5,18 @@ which the adapter gives: impl.py.)
 
 `begin`, before anything changes:
   1. the model's run lock (run_lock.py): one run of a model at a time;
-  2. the log is reachable and its topic exists, else the run fails here;
+  2. the log is the table's log (lifecycle/identity.py): the topics, the cluster and the records
+     the table recorded are still there, and a table without a log finds no earlier log of
+     itself in the topic; if not, with `log.on-lost: fail` the run stops here, changing nothing,
+     and with `restart` the log starts a new generation (below). Then the log is made ready
+     (reachable, its topics created), else the run fails here;
   3. what a failed run left behind is settled: a swap it began is finished; its change set is
      written to the log again if its table commit happened (`recovery_action`), else dropped;
-  4. a log that starts now (`log_is_new`: log just enabled, a new topic or cluster) first
-     receives the table's current rows as inserts, as a commit of their own (steps 7 and 8).
+  4. a log that starts now (`log_is_new`: log just enabled, a new topic or cluster) or starts a
+     new generation (a lost log restarted, `logstore_resnapshot`, `log.generation.interval`)
+     first receives the table's current rows, as a commit of their own (steps 7 and 8) that
+     starts a generation (lifecycle/generations.py). Without a table yet, the run's own first
+     build starts it.
 
 The materialization stages the new rows. Then:
   5. `build_changes`: the commit's change set is written to a change table `<model>` +
@@ -45,6 +52,8 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.catalog import logger, properties_list_sql
 from dbt.adapters.logstore.formats import option_default
+from dbt.adapters.logstore.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.lifecycle.identity import Assessment, lost_message
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_continuation import continues_log
 from dbt.adapters.logstore.names import (
@@ -60,6 +69,9 @@ class Steps(Protocol):
     def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str: ...
     def logstore_lock(self, log: LogConfig, target_relation: Any, invocation_id: str) -> str: ...
     def logstore_prepare(self, log: LogConfig) -> int: ...
+    # the log's life (lifecycle/)
+    def logstore_assess_log(self, log: LogConfig, target_relation: Any, relation: Any) -> Assessment: ...
+    def logstore_start_generation(self, start: Optional[GenerationStart]) -> None: ...
     def logstore_relation(self, target_relation: Any, kind: str) -> Any: ...
     def get_relation(self, database: Any, schema: Any, identifier: Any) -> Any: ...
     def rename_relation(self, from_relation: Any, to_relation: Any) -> None: ...
@@ -95,13 +107,17 @@ class Steps(Protocol):
     def logstore_snapshot_properties(self, response: Any, changeset: str) -> Dict[str, str]: ...
 
 
+class LogLost(DbtRuntimeError):
+    """The topic no longer holds the table's log and the model says `log.on-lost: fail`."""
+
+
 def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocation_id: str,
-          changeset: str) -> int:
+          changeset: str, resnapshot: bool = False) -> int:
     """Steps 1 to 4, before anything of this run changes; returns the topic's partition count.
-    `changeset`: this run's change-set id (a log that starts now uses it + '-start')."""
+    `changeset`: this run's change-set id (a log that starts now uses it + '-start').
+    `resnapshot`: start a new generation now (dbt run-operation logstore_resnapshot)."""
     steps.logstore_check_catalog(log, partition_by)
     steps.logstore_lock(log, target, invocation_id)
-    partitions = steps.logstore_prepare(log)
     changes = steps.logstore_relation(target, "changes")
     leftover = steps.get_relation(changes.database, changes.schema, changes.identifier)
     existing = steps.get_relation(target.database, target.schema, target.identifier)
@@ -112,7 +128,14 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
             logger.info(f"putting {staged} in place of {target} (a failed run had committed it)")
             steps.rename_relation(staged, target)
             existing = target.incorporate(type="table")
-    log_starts = steps.logstore_log_is_new(log, existing, partitions)
+    table = existing if existing is not None and existing.is_table else None
+    if resnapshot and table is None:
+        raise DbtRuntimeError(f"Model '{log.model}': {target} is not a table yet; its first run "
+                              f"starts its log with its rows.")
+    start = _generation_to_start(log, steps.logstore_assess_log(log, target, table), resnapshot)
+    partitions = steps.logstore_prepare(log)
+    log_starts = steps.logstore_log_is_new(log, existing, partitions) or (
+        start is not None and table is not None)
     if leftover is not None:
         # a log that starts now starts from the table's rows: a failed run's change set is moot
         pending = steps.logstore_pending_changeset(leftover, existing, log_starts)
@@ -122,16 +145,41 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
             finish(steps, log, existing, leftover, pending, recovering=True)
         else:
             steps.drop_relation(leftover)
+    if start is not None:
+        # the generation's copy of the table: the table's rows now (below), or the run's own
+        # first build when there is no table yet (its commit records the start)
+        steps.logstore_start_generation(start)
     if log_starts:
-        logger.info(f"{target} starts its log in {log.topic} with the table's current rows")
-        start = f"{changeset}-start"
-        build_changes(steps, log, changes, existing, changeset=start)
+        logger.info(f"{target} starts {'its log' if start is None else f'generation {start.number} of its log'} "
+                    f"in {log.topic} with the table's current rows")
+        begun = f"{changeset}-start"
+        build_changes(steps, log, changes, existing, changeset=begun)
         steps.logstore_set_properties(existing, steps.logstore_properties(
-            log, start, partitions, record_sources=False))
-        finish(steps, log, existing, changes, start, log_starts=True)
+            log, begun, partitions, record_sources=False))
+        finish(steps, log, existing, changes, begun, log_starts=True)
+        steps.logstore_start_generation(None)  # the run's own commit continues it
     for kind in STAGED_SUFFIXES:  # what a failed run staged is never committed now
         steps.drop_relation(steps.logstore_relation(target, kind))
     return partitions
+
+
+def _generation_to_start(log: LogConfig, assessment: Assessment,
+                         resnapshot: bool) -> Optional[GenerationStart]:
+    """The generation this run starts, if any; a lost log stops the run unless the model
+    restarts it (`log.on-lost`) or it is being resnapshotted."""
+    if assessment.lost and not (resnapshot or log.on_lost == "restart"):
+        raise LogLost(lost_message(log, assessment))
+    start = assessment.next_start
+    if assessment.lost:
+        logger.warning(f"Model '{log.model}': {'; '.join(assessment.findings)}. Starting "
+                       f"generation {start.number} of the log in '{log.topic}' with the table's rows.")
+        return start
+    if resnapshot or assessment.due:
+        why = "as asked" if resnapshot else "its latest is older than 'log.generation.interval'"
+        logger.info(f"Model '{log.model}': starting generation {start.number} of the log in "
+                    f"'{log.topic}' ({why}).")
+        return start
+    return None
 
 
 def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any = None,

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Protocol, Sequence, T
 
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import WriteResult
-from dbt.adapters.logstore.names import H_ATTEMPT, H_SNAPSHOT, H_TABLE, H_WRITER
+from dbt.adapters.logstore.names import H_ATTEMPT, H_GENERATION, H_SNAPSHOT, H_TABLE, H_WRITER
 
 Writer = Tuple[str, Optional[str]]  # (attempt, writer) as named by a record's headers
 
@@ -34,11 +34,15 @@ class _Snapshot(Protocol):
 def confirmation_record(log: LogConfig, table: _Table, snapshot_id: int, changeset: str,
                         attempt: str, previous: _Snapshot, result: WriteResult,
                         writers: Optional[Mapping[str, WriteResult]] = None,
-                        table_version: Optional[str] = None) -> Tuple[bytes, bytes]:
+                        table_version: Optional[str] = None, generation: int = 1,
+                        starts_generation: bool = False) -> Tuple[bytes, bytes]:
     """The control-topic record confirming one committed write attempt (see docs/log-format.md).
     `writers`: for a parallel attempt, what each writer (Spark task attempt) wrote.
     `table_version`: the table format's version (Iceberg snapshot id, Delta version) the
-    table commit of the snapshot made, for a table format that has one."""
+    table commit of the snapshot made, for a table format that has one. `generation`: the
+    log's generation (lifecycle/generations.py); `starts_generation`: this snapshot is its
+    complete copy of the table, starting per partition at its first record (or, where it wrote
+    none, at the partition's end)."""
     end_offsets = dict(previous.end_offsets)
     end_offsets.update({p: nxt for p, (_, nxt) in result.offsets.items()})
     value: Dict[str, Any] = {
@@ -53,6 +57,10 @@ def confirmation_record(log: LogConfig, table: _Table, snapshot_id: int, changes
         value["writers"] = {name: _ranges(w) for name, w in sorted(writers.items())}
     if table_version is not None:
         value["table_version"] = table_version
+    value["generation"] = generation
+    if starts_generation:
+        starts = {**end_offsets, **{p: first for p, (first, _) in result.offsets.items()}}
+        value["generation_start"] = {str(p): o for p, o in sorted(starts.items())}
     return table.writer_id.encode(), json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -80,17 +88,24 @@ class Confirmation:
     # a parallel attempt: per writer (its H_WRITER header), its own ranges
     writers: Optional[Dict[str, Dict[int, Tuple[int, int]]]] = None
     table_version: Optional[str] = None  # the table format's version of the snapshot's rows
+    generation: Optional[int] = None  # None: written before generations existed (generation 1)
+    # a snapshot that starts a generation: per partition, where its complete copy starts
+    generation_start: Optional[Dict[int, int]] = None
 
     @classmethod
     def from_json(cls, value: Dict[str, Any]) -> "Confirmation":
         writers = value.get("writers")
+        starts = value.get("generation_start")
         return cls(table=value["table"], snapshot=int(value["snapshot"]), attempt=value["attempt"],
                    offsets={int(p): (a, b) for p, (a, b) in value["offsets"].items()},
                    end_offsets={int(p): int(o) for p, o in value.get("end_offsets", {}).items()},
                    ts_ms=int(value.get("ts_ms", 0)), records=int(value.get("records", 0)),
                    writers=None if writers is None else {
                        w: {int(p): (a, b) for p, (a, b) in r.items()} for w, r in writers.items()},
-                   table_version=value.get("table_version"))
+                   table_version=value.get("table_version"),
+                   generation=None if value.get("generation") is None else int(value["generation"]),
+                   generation_start=None if starts is None else {
+                       int(p): int(o) for p, o in starts.items()})
 
     @classmethod
     def from_record(cls, value: bytes) -> "Confirmation":
@@ -123,12 +138,14 @@ class RecordTags:
     snapshot: int
     attempt: str
     writer: Optional[str]  # only the records of a parallel attempt carry one
+    generation: Optional[int] = None  # only the records of a snapshot that starts a generation
 
     @classmethod
     def of(cls, headers: Optional[Sequence[Tuple[str, bytes]]]) -> "RecordTags":
         named = {k: v.decode() for k, v in (headers or ())}
+        generation = named.get(H_GENERATION)
         return cls(named.get(H_TABLE), int(named.get(H_SNAPSHOT) or 0), named.get(H_ATTEMPT, ""),
-                   named.get(H_WRITER))
+                   named.get(H_WRITER), int(generation) if generation else None)
 
 
 # What a reader does with a data record (ConfirmedAttempts.verdict).

@@ -32,8 +32,10 @@ from dbt.adapters.logstore.connections import LogstoreConnectionManager
 from dbt.adapters.logstore.log_config import (
     LogConfig, ModelRef, check_all, node_config, resolve_log_config,
 )
+from dbt.adapters.logstore.lifecycle import identity, retention
+from dbt.adapters.logstore.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
-from dbt.adapters.logstore.log_system import get_log_system
+from dbt.adapters.logstore.log_system import LogState, get_log_system
 from dbt.adapters.logstore.row_source import active_spark
 
 @dataclass
@@ -45,6 +47,8 @@ class ModelRunState:
     owner: Optional[run_lock.LockOwner] = None  # this run, as its lock names it
     sources: Optional[str] = None
     landed: List[str] = field(default_factory=list)
+    log_state: Optional[LogState] = None  # the log as this run found it (lifecycle/identity.py)
+    generation: Optional[GenerationStart] = None  # the generation this run's commit starts
 
 
 class LogstoreAdapter(SparkAdapter):
@@ -130,10 +134,11 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_begin(self, log: LogConfig, target_relation: Any, partition_by: Any,
-                       invocation_id: str, changeset: str) -> int:
-        """Before anything changes: lock, log ready, a failed run settled, a new log started
-        (commit_protocol.begin). Returns the topic's partition count."""
-        return commit_protocol.begin(self, log, target_relation, partition_by, invocation_id, changeset)
+                       invocation_id: str, changeset: str, resnapshot: bool = False) -> int:
+        """Before anything changes: lock, the log checked and ready, a failed run settled, a new
+        log or generation started (commit_protocol.begin). Returns the topic's partition count."""
+        return commit_protocol.begin(self, log, target_relation, partition_by, invocation_id,
+                                     changeset, bool(resnapshot))
 
     @available.parse_none
     def logstore_build_changes(self, log: LogConfig, changes_relation: Any, new_relation: Any,
@@ -266,7 +271,28 @@ class LogstoreAdapter(SparkAdapter):
 
     def logstore_prepare(self, log: LogConfig) -> int:
         """The log is reachable and its topic exists; returns the topic's partition count."""
-        return log_snapshots.prepare_log(log)
+        partitions = log_snapshots.prepare_log(log)
+        state = self._run_state().log_state
+        if state is not None and not (state.topic_exists and state.control_topic_exists):
+            # topics created just now: their ids are recorded with the snapshot
+            self._run_state().log_state = get_log_system(log.system).observe(log)
+        return partitions
+
+    def logstore_assess_log(self, log: LogConfig, target_relation: Any, relation: Any) -> identity.Assessment:
+        """Whether the topic still holds the table's log (lifecycle/identity.py), observed
+        without changing anything; what its settings keep is said as a warning."""
+        state = get_log_system(log.system).observe(log)
+        self._run_state().log_state = state
+        props = self._table_properties(relation) if relation is not None else None
+        table_id = log_snapshots.TableRef(str(target_relation.schema),
+                                          str(target_relation.identifier)).writer_id
+        for warning in retention.warnings(log, state):
+            logger.warning(warning)
+        return identity.assess(log, props, state, table_id)
+
+    def logstore_start_generation(self, start: Optional[GenerationStart]) -> None:
+        """The generation the run's next commit starts (None: it continues the log)."""
+        self._run_state().generation = start
 
     @available.parse_none
     def logstore_continue_log(self, log: LogConfig, target_relation: Any) -> LogConfig:
@@ -368,12 +394,17 @@ class LogstoreAdapter(SparkAdapter):
         return mirror.response(log, snapshot, rows_affected, time.monotonic() - started)
 
     def logstore_snapshot_properties(self, response: mirror.LogstoreAdapterResponse, changeset: str) -> Dict[str, str]:
-        """Table properties recording the snapshot a mirror wrote (or adopted)."""
+        """Table properties recording the snapshot a mirror wrote (or adopted), with the log's
+        identity as this run found it (lifecycle/identity.py)."""
         snapshot = log_snapshots.Snapshot(
             id=int(response.log_snapshot or 0), attempt=response.log_attempt,
             table_version=response.log_table_version,
-            end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()})
-        return snapshot.properties(changeset)
+            end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()},
+            generation=int(response.log_generation or 1),
+            generation_start={int(p): int(o) for p, o in (response.log_generation_start or {}).items()})
+        state = self._run_state().log_state
+        return {**snapshot.properties(changeset),
+                **(identity.identity_properties(state) if state is not None else {})}
 
     def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any,
                                    log_starts: bool = False) -> Optional[str]:
@@ -411,8 +442,12 @@ class LogstoreAdapter(SparkAdapter):
                             carry_from: Any = None, record_sources: bool = True) -> Dict[str, str]:
         """Table properties of a commit (table_commit.commit_properties)."""
         sources = self._run_state().sources if record_sources else None
-        return table_commit.commit_properties(self._catalog(), log, changeset_id, topic_partitions,
-                                              carry_from, sources)
+        props = table_commit.commit_properties(self._catalog(), log, changeset_id, topic_partitions,
+                                               carry_from, sources)
+        start = self._run_state().generation
+        if start is not None and changeset_id:  # this commit starts a generation
+            props.update(start.pending_properties(changeset_id))
+        return props
 
     # --- downstream models reading upstream changes -------------------------------------
 

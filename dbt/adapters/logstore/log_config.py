@@ -17,8 +17,9 @@ from dbt.adapters.logstore.formats import FormatRefusal, connect_schema, debeziu
 from dbt.adapters.logstore.json_images import TIMESTAMP_ISO, TIMESTAMP_SQL, JsonImages
 from dbt.adapters.logstore.log_options import (
     CHANGELOG_MODES, CONSISTENCIES, EMIT_MODES, FORMATS, KEY_FORMATS, LOGGABLE_MATERIALIZATIONS,
-    LOGGABLE_STRATEGIES, LogConfigError, check_known_keys, is_given, lookup, option_error,
-    pass_through, read_boolean, read_choice, read_client, read_format_options, read_parallelism,
+    LOGGABLE_STRATEGIES, ON_LOST, LogConfigError, check_known_keys, is_given, lookup, option_error,
+    pass_through, read_boolean, read_choice, read_client, read_duration_ms, read_format_options,
+    read_parallelism,
     read_positive_int, read_system, read_timestamp_standard, read_unique_key,
     refuse_merge_only_options,
 )
@@ -131,6 +132,10 @@ class LogConfig:
     # the format's own options (formats.FORMAT_OPTIONS), canonical key -> value
     format_options: Mapping[str, str] = field(default_factory=dict, hash=False)
     topic_config: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # What a run does when its log is lost (lifecycle/identity.py): 'fail' or 'restart'.
+    on_lost: str = "fail"
+    # Start a generation when the latest one is older than this (None: never on a schedule).
+    generation_interval_ms: Optional[int] = None
     # Kafka client properties (profile, then model); may hold secrets, so never printed.
     client_properties: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -346,4 +351,7 @@ def resolve_log_config(
         client=read_client(model, profile_client),
         topic_config=topic_config,
         client_properties=client,
+        on_lost=read_choice(model, raw, "log.on-lost", ON_LOST),
+        generation_interval_ms=read_duration_ms(model, "log.generation.interval",
+                                                lookup(model, raw, "log.generation.interval")),
     )

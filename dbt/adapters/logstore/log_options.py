@@ -25,6 +25,7 @@ from dbt.adapters.logstore.json_images import TIMESTAMP_SQL, TIMESTAMP_STANDARDS
 
 LOG_SYSTEMS = ("none", "kafka")
 CONSISTENCIES = ("transactional", "eventual")
+ON_LOST = ("fail", "restart")  # what a run does when its log is lost (lifecycle/identity.py)
 CHANGELOG_MODES = ("auto", "all", "upsert")
 FORMATS = tuple(_FORMATS)  # the registered record formats (formats/)
 KEY_FORMATS = ("json",)
@@ -66,6 +67,8 @@ SPELLINGS: Dict[str, Tuple[str, ...]] = {
     "log.mirror.parallelism": ("log_mirror_parallelism",),
     "log.timestamp-format.standard": ("log_timestamp_format_standard",),
     "log.encode.decimal-as-plain-number": ("log_encode_decimal_as_plain_number",),
+    "log.on-lost": ("log_on_lost",),
+    "log.generation.interval": ("log_generation_interval",),
     # and the formats' own options
     **{option.key: option.spellings for option in FORMAT_OPTIONS},
 }
@@ -85,6 +88,8 @@ DEFAULTS: Dict[str, Any] = {
     "log.mirror.parallelism": 1,
     "log.timestamp-format.standard": TIMESTAMP_SQL,
     "log.encode.decimal-as-plain-number": False,
+    "log.on-lost": "fail",
+    "log.generation.interval": None,
     **{option.key: option.default for option in FORMAT_OPTIONS},
 }
 # Spark tasks that write one change set in parallel (session method); 1 = the driver streams it.
@@ -107,6 +112,8 @@ ALLOWED: Dict[str, Union[Tuple[str, ...], str]] = {
     "log.mirror.parallelism": f"1 to {MAX_PARALLELISM}",
     "log.timestamp-format.standard": TIMESTAMP_STANDARDS,
     "log.encode.decimal-as-plain-number": BOOLEANS,
+    "log.on-lost": ON_LOST,
+    "log.generation.interval": "a duration: a number and `ms`, `s`, `min`, `h` or `d` (`7 d`)",
     **{option.key: option.allowed for option in FORMAT_OPTIONS if option.allowed},
     debezium_transactions.METADATA_TOPIC: "a Kafka topic name",
 }
@@ -114,6 +121,7 @@ ALLOWED: Dict[str, Union[Tuple[str, ...], str]] = {
 # The defaults that depend on the model or the profile (no entry in DEFAULTS), as the reference
 # shows them (Markdown).
 DEFAULTS_SHOWN: Dict[str, str] = {
+    "log.generation.interval": "none (a generation only when the log is lost or asked for)",
     "kafka.topic": "`<schema>.<alias>`",
     "kafka.bootstrap.servers": "the profile's `kafka_bootstrap_servers`",
     debezium_transactions.METADATA_TOPIC: f"`<kafka.topic>{debezium_transactions.TOPIC_SUFFIX}`",
@@ -157,6 +165,15 @@ DESCRIPTIONS: Dict[str, str] = {
     "log.encode.decimal-as-plain-number": (
         "Write decimal columns without exponent (`0.0000001000`, not `1.000E-7`), as Flink's "
         "`encode.decimal-as-plain-number`."),
+    "log.on-lost": (
+        "What a run does when the topic no longer holds the table's log (deleted or recreated "
+        "topics, another cluster, records removed by retention, a rebuilt table whose topic "
+        "holds its old log): `fail` changes nothing and says what it found; `restart` starts a "
+        "new generation, the table's rows, first. See [The log's life](operations.md#the-logs-life)."),
+    "log.generation.interval": (
+        "Start a new generation (the table's rows) on the first run after the latest one is this "
+        "old, so a topic with finite retention always holds a complete copy: keep it well below "
+        "the topic's `retention.ms`. See [The log's life](operations.md#the-logs-life)."),
 }
 
 CLIENT_PREFIXES = ("kafka.", "properties.")  # Paimon's and Amoro's pass-through prefixes
@@ -235,6 +252,27 @@ def read_positive_int(model: str, key: str, value: Any) -> int:
     if number < 1:
         raise option_error(model, key, value, "a positive integer")
     return number
+
+
+_DURATION_UNITS = {"ms": 1, "s": 1000, "sec": 1000, "min": 60_000, "h": 3_600_000,
+                   "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
+
+
+def read_duration_ms(model: str, key: str, value: Any) -> Optional[int]:
+    """A duration as Flink writes them (`7 d`, `12h`, `30 min`, `1000 ms`; a bare number is
+    milliseconds) in milliseconds, or None when unset."""
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip().lower()
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz ").strip()
+    unit = text[len(number):].strip() or "ms"
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if unit not in _DURATION_UNITS or amount <= 0:
+        raise option_error(model, key, value, str(ALLOWED[key]).replace("`", "'"))
+    return int(amount * _DURATION_UNITS[unit])
 
 
 def read_parallelism(model: str, raw: Mapping[str, Any]) -> int:

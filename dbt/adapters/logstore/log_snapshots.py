@@ -25,15 +25,19 @@ from dbt.adapters.logstore.json_images import quote_identifier
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
 from dbt.adapters.logstore.names import (
-    CHANGE_COLUMNS, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE, H_TOMBSTONE, H_WRITER,
-    MIRRORED, SNAPSHOT_ATTEMPT, SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_TABLE_VERSION, SOURCES,
-    TOMBSTONE_AFTER_DELETE, TOPIC_PARTITIONS, task_writer_id, task_writer_name,
+    CHANGE_COLUMNS, COMMITTED, GENERATION, GENERATION_OFFSETS, GENERATION_PENDING,
+    GENERATION_SNAPSHOT, H_ATTEMPT, H_CHANGESET, H_GENERATION, H_SNAPSHOT, H_TABLE, H_TOMBSTONE,
+    H_WRITER, LOG_CLUSTER_ID, LOG_CONTROL_TOPIC_ID, LOG_TOPIC_ID, MIRRORED, SNAPSHOT_ATTEMPT,
+    SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_TABLE_VERSION, SOURCES, TOMBSTONE_AFTER_DELETE,
+    TOPIC_PARTITIONS, task_writer_id, task_writer_name,
 )
 
 # What a rebuilt table takes over from the table it replaces.
 # How far a downstream table has read its upstream logs (see source_changes.py) is carried too.
+# The log's identity and generation go with it (lifecycle/identity.py checks them on every run).
 CARRIED = (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, SNAPSHOT_TABLE_VERSION, MIRRORED,
-           TOPIC_PARTITIONS, SOURCES)
+           TOPIC_PARTITIONS, SOURCES, LOG_CLUSTER_ID, LOG_TOPIC_ID, LOG_CONTROL_TOPIC_ID,
+           GENERATION, GENERATION_SNAPSHOT, GENERATION_OFFSETS)
 
 PROGRESS_EVERY = 100_000
 
@@ -68,6 +72,9 @@ class Snapshot:
     longest_transaction_s: float = 0.0  # of this attempt's, as its writers timed them
     # the table format's version holding the snapshot's rows (table_formats.committed_version)
     table_version: Optional[str] = None
+    generation: int = 1  # the log's generation it is in (lifecycle/generations.py)
+    # when it starts its generation: per partition, where the generation's copy starts
+    generation_start: Dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "Snapshot":
@@ -75,7 +82,8 @@ class Snapshot:
         return cls(id=int(props.get(SNAPSHOT_ID) or 0),
                    end_offsets={int(p): int(o) for p, o in offsets.items()},
                    attempt=props.get(SNAPSHOT_ATTEMPT) or None,
-                   table_version=props.get(SNAPSHOT_TABLE_VERSION) or None)
+                   table_version=props.get(SNAPSHOT_TABLE_VERSION) or None,
+                   generation=int(props.get(GENERATION) or 1))
 
     @classmethod
     def from_confirmation(cls, confirmation: Mapping[str, Any]) -> "Snapshot":
@@ -84,12 +92,25 @@ class Snapshot:
                    attempt=confirmation["attempt"], records=int(confirmation["records"]),
                    written={int(p): (a, b + 1) for p, (a, b) in confirmation["offsets"].items()},
                    transactions=int(confirmation.get("transactions", 1)),
-                   table_version=confirmation.get("table_version"))
+                   table_version=confirmation.get("table_version"),
+                   generation=int(confirmation.get("generation") or 1),
+                   generation_start={int(p): int(o) for p, o in
+                                     (confirmation.get("generation_start") or {}).items()})
+
+    @property
+    def starts_generation(self) -> bool:
+        return bool(self.generation_start)
 
     def properties(self, changeset: str) -> Dict[str, str]:
-        return {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
-                SNAPSHOT_OFFSETS: json.dumps({str(p): o for p, o in sorted(self.end_offsets.items())}),
-                SNAPSHOT_ATTEMPT: self.attempt or "", SNAPSHOT_TABLE_VERSION: self.table_version or ""}
+        props = {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
+                 SNAPSHOT_OFFSETS: json.dumps({str(p): o for p, o in sorted(self.end_offsets.items())}),
+                 SNAPSHOT_ATTEMPT: self.attempt or "", SNAPSHOT_TABLE_VERSION: self.table_version or "",
+                 GENERATION: str(self.generation), GENERATION_PENDING: ""}
+        if self.starts_generation:
+            props[GENERATION_SNAPSHOT] = str(self.id)
+            props[GENERATION_OFFSETS] = json.dumps(
+                {str(p): o for p, o in sorted(self.generation_start.items())})
+        return props
 
 
 @dataclass(frozen=True)
@@ -107,20 +128,26 @@ class Attempt:
     # the table's (name, Spark type) columns after the commit: the Connect schema's
     columns: Tuple[Tuple[str, str], ...] = ()
     snapshot_read: bool = False  # the change set is the table's rows as the log starts
+    generation: int = 1  # the log's generation (lifecycle/generations.py)
+    starts_generation: bool = False  # the change set is the generation's copy of the table
 
     @classmethod
     def new(cls, log: LogConfig, table: TableRef, previous: Snapshot, changeset: str,
             table_version: Optional[str] = None, columns: Tuple[Tuple[str, str], ...] = (),
-            snapshot_read: bool = False) -> "Attempt":
+            snapshot_read: bool = False, generation: int = 1,
+            starts_generation: bool = False) -> "Attempt":
         return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, int(time.time() * 1000),
-                   table_version, tuple(columns), snapshot_read)
+                   table_version, tuple(columns), snapshot_read, generation, starts_generation)
 
     def encoder(self) -> RecordEncoder:
         """The log format's encoder for this attempt (formats/), with Kafka Connect's envelope
         when the log includes the schema."""
         fmt, options = get_format(self.log.format), self.log.format_options
         shape = TableShape(self.table.schema, self.table.identifier, self.columns, self.log.unique_key)
-        snapshot_read = self.snapshot_read and debezium_transactions.enabled(options)
+        # Debezium's snapshot events (op 'r', source.snapshot) for a re-based log's copy of the
+        # table, and with transaction metadata; a log's first rows stay inserts, as 0.1 wrote them
+        snapshot_read = self.snapshot_read and (debezium_transactions.enabled(options)
+                                                or (self.starts_generation and self.generation > 1))
         encoder = fmt.encoder(shape, self.ts_ms, self.log.upsert, options, snapshot_read)
         return connect_schema.wrap(encoder, fmt, shape, options)
 
@@ -129,6 +156,8 @@ class Attempt:
                    (H_CHANGESET, self.changeset.encode()), (H_ATTEMPT, self.attempt.encode()))
         if writer is not None:
             headers += ((H_WRITER, writer.encode()),)
+        if self.starts_generation:
+            headers += ((H_GENERATION, str(self.generation).encode()),)
         return headers
 
     def encode_rows(self, rows: Iterable[ChangeRow]) -> RecordBatch:
@@ -228,7 +257,8 @@ def _confirmation(attempt: Attempt, previous: Snapshot, into: Dict[str, Any],
             result = _all_of(str(attempt.log.topic), writers.values())
         key, value = confirmation_record(attempt.log, attempt.table, attempt.snapshot_id,
                                          attempt.changeset, attempt.attempt, previous, result, writers,
-                                         attempt.table_version)
+                                         attempt.table_version, attempt.generation,
+                                         attempt.starts_generation)
         into.update(parse_control_record(value))
         return key, value
     return confirm
@@ -255,11 +285,15 @@ def write_change_set(
     table_version: Optional[str] = None,
     columns: Tuple[Tuple[str, str], ...] = (),
     snapshot_read: bool = False,
+    generation: int = 1,
+    starts_generation: bool = False,
 ) -> Snapshot:
     """Stream one commit's records (`records` of the attempt: its records_sql, read) into the
     log as snapshot `previous.id + 1`, confirmed by a control record; all or nothing for
-    transactional logs. Each call is a new attempt. `columns` and `snapshot_read`: see Attempt."""
-    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read)
+    transactional logs. Each call is a new attempt. `columns`, `snapshot_read`, `generation` and
+    `starts_generation`: see Attempt."""
+    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read,
+                          generation, starts_generation)
     writer = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}
     result = _written(writer, lambda: attempt.send_batches(writer, records(attempt), progress=progress),
@@ -289,13 +323,16 @@ def write_change_set_parallel(
     table_version: Optional[str] = None,
     columns: Tuple[Tuple[str, str], ...] = (),
     snapshot_read: bool = False,
+    generation: int = 1,
+    starts_generation: bool = False,
 ) -> Snapshot:
     """A change set written by parallel writers (Spark tasks, `run_tasks`), each committing its
     share with its own producer; the driver then writes the one confirmation, listing every
     writer's offsets, in the table's own transaction. Consumers that deliver confirmed records
     only (docs/log-format.md) get each change once; the tasks' transactions commit separately,
     so a plain read_committed consumer may see the records of a task that was retried."""
-    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read)
+    attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read,
+                          generation, starts_generation)
     # The table's writer first: it fences a dead driver of an earlier run of this table.
     coordinator = get_log_system(log.system).open_writer(log, table.writer_id)
     confirmation: Dict[str, Any] = {}

@@ -119,6 +119,11 @@ class LogReader(ABC):
         """The data partitions, each with the offset after its last committed record; {} when
         the topic does not exist."""
 
+    def start_offsets(self) -> Dict[int, int]:
+        """The data partitions, each with the first offset it still holds (retention deletes
+        from the start); {} where the log system cannot tell."""
+        return {}
+
     @abstractmethod
     def read_range(self, partition: int, start: int, end: int) -> Iterator[LogRecord]:
         """The committed data records of one partition with offsets in [start, end), in order
@@ -130,8 +135,35 @@ class LogReader(ABC):
         its start) and of the control topic from its start."""
 
 
+@dataclass(frozen=True)
+class LogState:
+    """What a log is right now, as its log system sees it, read without changing anything
+    (LogSystem.observe): whose cluster, which incarnation of each topic, which records it still
+    holds, and what it is set to keep. lifecycle/identity.py compares it with what the table
+    recorded. An id the log system cannot tell is None (then it is not compared)."""
+
+    cluster_id: Optional[str] = None
+    topic_exists: bool = False
+    topic_id: Optional[str] = None
+    control_topic_exists: bool = False
+    control_topic_id: Optional[str] = None
+    # per partition: the first offset still held (retention moves it) and the offset after the last
+    start_offsets: Dict[int, int] = field(default_factory=dict)
+    end_offsets: Dict[int, int] = field(default_factory=dict)
+    # the data topic's settings that decide what it keeps (cleanup.policy, retention.ms,
+    # retention.bytes), where the log system reports them
+    settings: Dict[str, str] = field(default_factory=dict)
+    # the control records, from the control topic's start (what every check reads them from)
+    control_records: Tuple[LogRecord, ...] = ()
+
+
 class LogSystem(ABC):
     name: str
+
+    def observe(self, log: LogConfig) -> LogState:
+        """The log's state (LogState), creating nothing: what every run checks before its
+        table changes, and `status`. A log system that cannot tell says nothing (LogState())."""
+        return LogState()
 
     @abstractmethod
     def prepare(self, log: LogConfig) -> int:

@@ -12,6 +12,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import log_snapshots, parallel_mirror, table_formats
 from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.formats import connect_schema
+from dbt.adapters.logstore.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.row_source import active_spark, iter_column_batches
@@ -32,6 +33,9 @@ class LogstoreAdapterResponse(AdapterResponse):
     log_transactions: Optional[int] = None  # Kafka transactions the records took
     log_longest_transaction_s: Optional[float] = None  # the longest of them, begin to commit
     log_skipped: Optional[str] = None  # the dbt flag of a reduced-input run (run_modes.py)
+    log_generation: Optional[int] = None  # the log's generation (lifecycle/generations.py)
+    # when this snapshot starts its generation: per partition, where its copy of the table starts
+    log_generation_start: Optional[Dict[str, int]] = None
 
 
 def response(log: LogConfig, snapshot: log_snapshots.Snapshot, rows_affected: Optional[int],
@@ -40,9 +44,10 @@ def response(log: LogConfig, snapshot: log_snapshots.Snapshot, rows_affected: Op
     offsets = {str(p): [a, b - 1] for p, (a, b) in sorted(snapshot.written.items())}
     ranges = ", ".join(f"p{p}:{a}-{b}" for p, (a, b) in offsets.items())
     written = "" if rows_affected is None else f"{rows_affected} rows, "
+    starts = f", starts generation {snapshot.generation}" if snapshot.starts_generation else ""
     return LogstoreAdapterResponse(
         _message=f"OK, {written}mirrored {snapshot.records} records to {log.topic}"
-                 + (f" ({ranges})" if ranges else "") + f", snapshot {snapshot.id}",
+                 + (f" ({ranges})" if ranges else "") + f", snapshot {snapshot.id}{starts}",
         rows_affected=rows_affected,
         rows_mirrored=snapshot.records,
         topic=log.topic,
@@ -54,6 +59,9 @@ def response(log: LogConfig, snapshot: log_snapshots.Snapshot, rows_affected: Op
         log_seconds=round(seconds, 3),
         log_transactions=snapshot.transactions,
         log_longest_transaction_s=round(snapshot.longest_transaction_s, 3),
+        log_generation=snapshot.generation,
+        log_generation_start=({str(p): o for p, o in sorted(snapshot.generation_start.items())}
+                              if snapshot.starts_generation else None),
     )
 
 
@@ -65,9 +73,16 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     table = log_snapshots.TableRef(str(target_relation.schema), str(target_relation.identifier))
     props = catalog.properties(target_relation)
     previous = log_snapshots.Snapshot.from_properties(props)
-    snapshot_read = log_starts or previous.id == 0  # the table's rows as its log starts
-    if log_starts:  # a new topic: offsets of an earlier topic mean nothing there
-        previous = log_snapshots.Snapshot(id=previous.id)
+    # A snapshot that starts a generation (the table's rows, as a log starts or is re-based on
+    # the table: lifecycle/generations.py) follows the snapshot its start names, from the
+    # topic's offsets as the run found them; offsets of an earlier topic mean nothing there.
+    start = GenerationStart.pending(props, changeset)
+    if start is None and (log_starts or previous.id == 0):
+        start = GenerationStart(1, previous.id)
+    snapshot_read = start is not None  # the table's rows as its log (generation) starts
+    generation = start.number if start is not None else previous.generation
+    if start is not None:
+        previous = log_snapshots.Snapshot(id=start.base, end_offsets=dict(start.offsets))
     confirmed = (get_log_system(log.system).find_confirmation(log, table.writer_id, changeset)
                  if recovering else None)
     if confirmed is not None:
@@ -86,13 +101,14 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
         if spark is not None:
             return log_snapshots.write_change_set_parallel(
                 log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
-                previous, changeset, version, columns, snapshot_read)
+                previous, changeset, version, columns, snapshot_read, generation, snapshot_read)
         return log_snapshots.write_change_set(
             log, table,
             lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
             previous, changeset,
             progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
             table_version=version, columns=columns, snapshot_read=snapshot_read,
+            generation=generation, starts_generation=snapshot_read,
         )
     except DbtRuntimeError as exc:
         raise DbtRuntimeError(

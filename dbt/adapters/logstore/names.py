@@ -55,6 +55,9 @@ H_SNAPSHOT = "logstore.snapshot"
 H_CHANGESET = "logstore.changeset"
 H_ATTEMPT = "logstore.attempt"
 H_WRITER = "logstore.writer"  # only on the records of a parallel attempt
+# The generation number, only on the records of a snapshot that starts a generation: the table's
+# rows as of a table version, a complete copy a consumer may start from (lifecycle/generations.py).
+H_GENERATION = "logstore.starts-generation"
 # The tombstone after a keyed delete carries this header and value (log_snapshots writes it,
 # formats.is_tombstone_after_delete reads it).
 H_TOMBSTONE = "logstore.tombstone"
@@ -78,6 +81,19 @@ SNAPSHOT_ATTEMPT = "logstore.snapshot.attempt"
 # The table format's own version (Iceberg snapshot id, Delta version) that holds the rows of
 # snapshot SNAPSHOT_ID: a hybrid read reads the table AS OF it (table_formats.py).
 SNAPSHOT_TABLE_VERSION = "logstore.snapshot.table-version"
+# The log's identity as the table last saw it (lifecycle/identity.py compares them on every run):
+# the cluster's id, the data topic's and the control topic's ids (Kafka's topic ids, KIP-516).
+LOG_CLUSTER_ID = "logstore.log.cluster-id"
+LOG_TOPIC_ID = "logstore.log.topic-id"
+LOG_CONTROL_TOPIC_ID = "logstore.log.control-topic-id"
+# The log's generation the table's snapshot is in, the snapshot that started it and the offsets
+# where its complete copy of the table starts (lifecycle/generations.py).
+GENERATION = "logstore.generation"
+GENERATION_SNAPSHOT = "logstore.generation.snapshot"
+GENERATION_OFFSETS = "logstore.generation.offsets"
+# Set with the table commit of a change set that starts a generation (JSON: its change set, the
+# generation, the snapshot before it, the log's end offsets): recovery finishes it as such.
+GENERATION_PENDING = "logstore.generation.pending"
 # How far a downstream table has read its upstream logs (source_changes; impl writes them).
 SOURCES = "logstore.sources"
 SOURCES_INTENT = "logstore.sources.intent"

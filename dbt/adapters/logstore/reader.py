@@ -19,12 +19,19 @@ Start points (`StartPoint.parse`):
   timestamp:T   the changes of snapshots committed at or after T (epoch ms or ISO-8601)
   latest-full   Paimon's hybrid read: the table's rows as of its current snapshot (op 'r'),
                 then the changes after it, with no gap and no overlap (`hybrid_read`)
+  latest-generation, generation:N
+                from the start of the log's latest (or N-th) generation: the table's complete
+                rows as of a table version, then every change after (lifecycle/generations.py)
+
+Every record of a snapshot that starts a generation carries its number (ChangeRecord.generation):
+a replica resets there (replay.Replica). A start point whose records the broker has deleted
+(retention) is refused, naming the generation that still reaches the table.
 """
 from __future__ import annotations
 
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -36,9 +43,11 @@ from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import (
     DEFAULT_SYSTEM, LogFeed, LogReader, LogRecord, ReaderError, get_log_system,
 )
+from dbt.adapters.logstore.lifecycle.generations import generations, reachable
 from dbt.adapters.logstore.replay import ChangeRecord, Normalizer
 
-START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full")
+START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full",
+               "latest-generation", "generation:N")
 
 
 class UsageError(ReaderError):
@@ -52,16 +61,19 @@ class StartPoint:
     kind: str
     snapshot: Optional[int] = None
     timestamp_ms: Optional[int] = None
+    generation: Optional[int] = None
 
     @classmethod
     def parse(cls, text: str) -> "StartPoint":
         raw = str(text).strip()
         kind, _, arg = raw.replace("=", ":").partition(":")
         kind = kind.strip().lower()
-        if kind in ("earliest", "latest", "latest-full") and not arg:
+        if kind in ("earliest", "latest", "latest-full", "latest-generation") and not arg:
             return cls(kind)
         if kind == "snapshot" and arg.strip().isdigit():
             return cls("snapshot", snapshot=int(arg))
+        if kind == "generation" and arg.strip().isdigit():
+            return cls("generation", generation=int(arg))
         if kind == "timestamp" and arg.strip():
             return cls("timestamp", timestamp_ms=_timestamp_ms(arg.strip()))
         raise UsageError(f"Start point '{text}' is not known. Allowed: {', '.join(START_KINDS)} "
@@ -72,6 +84,8 @@ class StartPoint:
             return f"snapshot:{self.snapshot}"
         if self.kind == "timestamp":
             return f"timestamp:{self.timestamp_ms}"
+        if self.kind == "generation":
+            return f"generation:{self.generation}"
         return self.kind
 
 
@@ -97,6 +111,14 @@ def start_after(confirmations: List[Confirmation], start: StartPoint) -> Tuple[i
         if start.kind == "snapshot":
             raise UsageError(f"Snapshot {start.snapshot} is not in the log: it has no snapshot yet.")
         return 0, {}
+    if start.kind in ("latest-generation", "generation"):
+        found = generations(confirmations)
+        chosen = found[-1] if start.kind == "latest-generation" else next(
+            (g for g in found if g.number == start.generation), None)
+        if chosen is None:
+            numbers = ", ".join(str(g.number) for g in found)
+            raise UsageError(f"Generation {start.generation} is not in the log. Allowed: {numbers}.")
+        return chosen.snapshot - 1, dict(chosen.start_offsets)
     if start.kind in ("latest", "latest-full"):
         last = confirmations[-1]
         return last.snapshot, dict(last.end_offsets)
@@ -148,9 +170,10 @@ class ChangelogReader:
         """Each committed change from `start` (or from `after_snapshot` at `from_offsets`), in
         partition offset order, up to the log's current end, or forever with `follow`, or up to
         `up_to_snapshot` inclusive."""
-        if after_snapshot is None:  # the earliest start needs no confirmation: no scan for it
-            confirmations = [] if start.kind == "earliest" else self.confirmations()
+        if after_snapshot is None:
+            confirmations = self.confirmations()
             after_snapshot, from_offsets = start_after(confirmations, start)
+            self._check_held(confirmations, start, from_offsets)
         partitions = sorted(self.log.end_offsets())
         if not partitions:
             raise ReaderError(f"Topic '{self.topic}' does not exist on {self.log.address}: check "
@@ -162,6 +185,26 @@ class ChangelogReader:
                                      timeout_seconds)
         finally:
             feed.close()
+
+    def _check_held(self, confirmations: List[Confirmation], start: StartPoint,
+                    from_offsets: Dict[int, int]) -> None:
+        """Refuse a start point whose records the broker has deleted (retention), naming the
+        generation that still reaches the table."""
+        if not confirmations or start.kind in ("latest", "latest-full", "timestamp"):
+            return
+        log_starts = self.log.start_offsets()
+        deleted = {p: o for p, o in log_starts.items() if from_offsets.get(p, 0) < o}
+        if not deleted:
+            return
+        held = reachable(generations(confirmations), log_starts)
+        where = ", ".join(f"partition {p} now starts at offset {o}" for p, o in sorted(deleted.items()))
+        offer = (f"Start at 'latest-generation' ({held.describe()}), where the table's complete "
+                 f"rows start." if held is not None else
+                 "No complete copy of the table is left in the log: its next run re-bases it on "
+                 "the table (with 'log.on-lost: restart'), or run dbt run-operation "
+                 "logstore_resnapshot.")
+        raise UsageError(f"The records of '{self.topic}' from '{start}' on are no longer all in "
+                         f"the topic (deleted by retention: {where}). {offer}")
 
     def _deliver(self, feed: LogFeed, after_snapshot: int, up_to: Optional[int], follow: bool,
                  idle_seconds: float, timeout_seconds: Optional[float]) -> Iterator[ChangeRecord]:
@@ -189,7 +232,9 @@ class ChangelogReader:
                     if verdict == DELIVER and after_snapshot < tags.snapshot \
                             and (up_to is None or tags.snapshot <= up_to) \
                             and not is_tombstone_after_delete(record.headers):
-                        yield decode_record(record, tags.snapshot)
+                        change = decode_record(record, tags.snapshot)
+                        yield change if tags.generation is None else replace(
+                            change, generation=tags.generation)
             if up_to is not None and confirmed.newest >= up_to \
                     and self._past(feed, up_to, confirmed):
                 return

@@ -19,6 +19,9 @@ class ChangeRecord:
     after: Optional[Dict[str, Any]]
     ts_ms: int
     snapshot: int = 0
+    # set on the records of a snapshot that starts a log generation (its number): from here
+    # the log holds the table's complete rows, and what came before is superseded
+    generation: Optional[int] = None
 
 
 class Normalizer:
@@ -29,6 +32,7 @@ class Normalizer:
 
     def __init__(self) -> None:
         self._rows: Dict[str, Dict[str, Any]] = {}
+        self._floor = 0  # the snapshot that started the latest generation seen
 
     @staticmethod
     def _key(record: ChangeRecord) -> str:
@@ -38,6 +42,11 @@ class Normalizer:
         from dataclasses import replace
 
         for record in records:
+            if record.generation is not None and record.snapshot > self._floor:
+                self._rows.clear()  # a generation: the table's rows again, from scratch
+                self._floor = record.snapshot
+            if record.snapshot < self._floor:
+                continue  # superseded by the generation
             if record.key is None:  # keyless: nothing to normalize by
                 yield record
                 continue
@@ -66,6 +75,7 @@ class Replica:
         self._keyed: Dict[str, Dict[str, Any]] = {}
         self._keyless: List[Dict[str, Any]] = []
         self._columns = None if columns is None else list(columns)
+        self._floor = 0  # the snapshot that started the generation applied last
 
     @staticmethod
     def _key(key: Any) -> str:
@@ -77,6 +87,13 @@ class Replica:
         return {column: (image or {}).get(column) for column in self._columns}
 
     def apply(self, record: ChangeRecord) -> None:
+        if record.generation is not None and record.snapshot > self._floor:
+            # a new generation: the table's complete rows follow; earlier ones are superseded
+            self._keyed.clear()
+            self._keyless.clear()
+            self._floor = record.snapshot
+        if record.snapshot < self._floor:
+            return  # an older snapshot's record, read after the generation began elsewhere
         if record.key is not None:
             if record.op == "d":
                 self._keyed.pop(self._key(record.key), None)

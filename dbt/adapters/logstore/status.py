@@ -1,7 +1,10 @@
 """Whether a logged model's table and its log agree (`dbt-logstore status`).
 
-Always checked, from metadata: the table's recorded snapshot and offsets against the log's last
-confirmation, and nothing of a failed run left behind. With `verify`, also the content: the
+Always checked, from metadata: the log is still the table's log (lifecycle/identity.py: the same
+topics on the same cluster, its confirmations and records still there, retention short of the
+table's latest complete copy), the table's recorded snapshot and offsets against the log's last
+confirmation, and nothing of a failed run left behind. It also says from where a consumer still
+reaches the table (`start`: the earliest offset, or a generation's start). With `verify`, also the content: the
 confirmed log replayed (one row image per key, or a multiset for keyless logs) against the
 table's rows, encoded as the log encodes them.
 """
@@ -13,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
 from dbt.adapters.logstore import log_snapshots, names
+from dbt.adapters.logstore.lifecycle import identity, retention
+from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.project import DbtProject, LoggedModel
 from dbt.adapters.logstore.reader import ChangelogReader, open_log
 from dbt.adapters.logstore.replay import Replica
@@ -28,7 +33,10 @@ class ModelStatus:
     log_snapshot: Optional[int] = None
     log_end_offsets: Dict[str, int] = field(default_factory=dict)
     records: int = 0
+    generation: Optional[int] = None  # the log's latest generation
+    start: Optional[str] = None  # the oldest start point that still reaches the table
     problems: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
 
     @property
     def agree(self) -> bool:
@@ -42,13 +50,27 @@ def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) 
     log = model.log
     status = ModelStatus(model.name, model.relation, str(log.topic))
     reader = ChangelogReader(open_log(log), model.table_id)
-    confirmations = reader.confirmations()
+    state = get_log_system(log.system).observe(log)
+    status.warnings = retention.warnings(log, state)
+    props = project.table_properties(model.relation)
+    assessment = identity.assess(log, props, state, model.table_id)
+    confirmations = list(assessment.confirmations)
     if confirmations:
         last = confirmations[-1]
         status.log_snapshot = last.snapshot
         status.log_end_offsets = {str(p): o for p, o in sorted(last.end_offsets.items())}
         status.records = sum(c.records for c in confirmations)
-    props = project.table_properties(model.relation)
+    if assessment.generations:
+        status.generation = assessment.generations[-1].number
+    if assessment.reachable is not None:
+        first = assessment.generations[0]
+        status.start = ("earliest" if assessment.reachable == first and first.held(state.start_offsets)
+                        and len(assessment.generations) == 1
+                        else f"generation:{assessment.reachable.number}")
+    status.problems.extend(f"the log is lost: {finding}" for finding in assessment.findings)
+    if assessment.lost:
+        status.problems.append(identity.advice(log))
+        return status
     if props is None:
         if confirmations:
             status.problems.append(f"table {model.relation} does not exist, but the log has "

@@ -3,7 +3,7 @@ crash, a writer per commit on the profile's Kafka client (python_writer, conflue
 their settings in config) and the read side (reading)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterable, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -11,11 +11,16 @@ from dbt.adapters.logstore.control_records import parse_control_record
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
 from dbt.adapters.logstore.kafka.errors import bridge_kafka_logs, kafka_failure
 from dbt.adapters.logstore.kafka.reading import KafkaLogReader
+from dbt.adapters.logstore.lifecycle.retention import creation_settings
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
-from dbt.adapters.logstore.log_system import LogReader, LogSystem, LogWriter, ReaderError
+from dbt.adapters.logstore.log_system import LogReader, LogState, LogSystem, LogWriter, ReaderError
 from dbt.adapters.logstore.names import task_writer_id, transactional_id
 
 bridge_kafka_logs()  # kafka-python's log lines go to dbt's debug log, not the console
+
+# The topic settings that decide what a data topic keeps (LogState.settings).
+KEPT_SETTINGS = ("cleanup.policy", "retention.ms", "retention.bytes")
+_NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a broker that has no topic ids
 
 
 def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
@@ -48,8 +53,9 @@ class KafkaLogSystem(LogSystem):
             existing = self._partition_count(admin, str(log.topic))
             if existing is None:
                 try:
+                    # settings that keep the contract, under the model's own (lifecycle/retention.py)
                     admin.create_topics([NewTopic(str(log.topic), log.partitions, log.replication,
-                                                  topic_configs=dict(log.topic_config))])
+                                                  topic_configs=creation_settings(log))])
                     existing = log.partitions
                 except TopicAlreadyExistsError:  # created concurrently: fine
                     existing = self._partition_count(admin, str(log.topic))
@@ -78,6 +84,51 @@ class KafkaLogSystem(LogSystem):
         finally:
             admin.close()
         return int(existing or log.partitions)
+
+    def observe(self, log: LogConfig) -> LogState:
+        from kafka.errors import KafkaError
+
+        topic, control = str(log.topic), control_topic_for(str(log.topic))
+        admin = self._admin(log)
+        try:
+            cluster_id = admin.describe_cluster().get("cluster_id")
+            existing = set(admin.list_topics())
+            ids = {d["name"]: _topic_id(d) for d in admin.describe_topics(
+                [t for t in (topic, control) if t in existing])} if {topic, control} & existing else {}
+            settings = self._settings(admin, topic) if topic in existing else {}
+        except KafkaError as exc:
+            raise _unreachable(log, exc) from exc
+        finally:
+            admin.close()
+        reader = self.open_reader(log)
+        try:
+            starts, ends = reader.offsets() if topic in existing else ({}, {})
+            records = reader.control_records() if control in existing else []
+        except ReaderError as exc:  # already in plain words, naming the model
+            raise DbtRuntimeError(str(exc)) from exc
+        return LogState(cluster_id=cluster_id or None, topic_exists=topic in existing,
+                        topic_id=ids.get(topic), control_topic_exists=control in existing,
+                        control_topic_id=ids.get(control), start_offsets=starts, end_offsets=ends,
+                        settings=settings, control_records=tuple(records))
+
+    @staticmethod
+    def _settings(admin: Any, topic: str) -> Dict[str, str]:
+        """The topic's KEPT_SETTINGS as the broker applies them ({} where it reports none)."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        try:
+            described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                               config_filter="all")
+        except (KafkaError, NotImplementedError):  # a broker without DescribeConfigs
+            return {}
+        found: Dict[str, str] = {}
+        for key, data in _config_entries(described, topic):
+            if key in KEPT_SETTINGS:
+                value = data.get("value") if isinstance(data, dict) else data
+                if value is not None:
+                    found[key] = str(value)
+        return found
 
     def check(self, log: LogConfig) -> "list[str]":
         from kafka.admin import NewTopic
@@ -151,3 +202,16 @@ class KafkaLogSystem(LogSystem):
 
     def open_reader(self, log: LogConfig) -> LogReader:
         return KafkaLogReader(log)
+
+
+def _topic_id(description: Dict[str, Any]) -> Optional[str]:
+    value = description.get("topic_id")
+    return None if value is None or str(value) == _NO_TOPIC_ID else str(value)
+
+
+def _config_entries(described: Any, topic: str) -> Iterable[Any]:
+    """(key, data) of describe_configs' answer for one topic, whichever shape the client gives."""
+    if isinstance(described, dict):
+        entries = (described.get("topic") or {}).get(topic) or {}
+        return entries.items() if isinstance(entries, dict) else []
+    return []

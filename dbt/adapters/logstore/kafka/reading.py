@@ -99,6 +99,29 @@ class KafkaLogReader(LogReader):
         finally:
             consumer.close()
 
+    def offsets(self) -> Tuple[Dict[int, int], Dict[int, int]]:
+        """Per data partition, the first offset still held and the offset after the last committed
+        record (LogState's start and end offsets)."""
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        consumer = self.consumer()
+        try:
+            partitions = [TopicPartition(self.topic, p)
+                          for p in sorted(consumer.partitions_for_topic(self.topic) or [])]
+            if not partitions:
+                return {}, {}
+            starts, ends = consumer.beginning_offsets(partitions), consumer.end_offsets(partitions)
+            return ({tp.partition: int(o) for tp, o in starts.items()},
+                    {tp.partition: int(o) for tp, o in ends.items()})
+        except KafkaError as exc:
+            raise self.failure(exc) from exc
+        finally:
+            consumer.close()
+
+    def start_offsets(self) -> Dict[int, int]:
+        return self.offsets()[0]
+
     def read_range(self, partition: int, start: int, end: int) -> Iterator[LogRecord]:
         from kafka import TopicPartition
         from kafka.errors import KafkaError
