@@ -228,11 +228,18 @@ def table_state(relation: str):
 def replay(messages: List[Message], types: Dict[str, str],
            value_format: str = "debezium-json") -> Counter:
     """Apply the records in order: insert/update upsert by key (keyless: add the row),
-    delete or tombstone removes the key (keyless: one equal row). With `value_format` 'json'
+    delete or tombstone removes the key (keyless: one equal row); at the first record of a
+    snapshot that starts a log generation, start over, and skip older snapshots' records after. With `value_format` 'json'
     a record's value is the row itself."""
     keyed: Dict[bytes, str] = {}
     keyless: Counter = Counter()
+    floor = 0  # docs/log-format.md: a generation start supersedes every older snapshot
     for m in messages:
+        snapshot = int(m.header("logstore.snapshot") or 0)
+        if m.header("logstore.starts-generation") is not None and snapshot > floor:
+            keyed, keyless, floor = {}, Counter(), snapshot
+        if snapshot < floor:
+            continue
         if m.value is None:
             env = {"op": "d", "before": None, "after": None}
         elif value_format == "json":

@@ -1,6 +1,6 @@
 """Crash-proof at any instant: `dbt build` of a logged seed and five logged models (keyed
 3-partition table with Debezium's transaction metadata, keyless table in Kafka Connect's schema
-envelope, incremental append, an eventual table written by 2 Spark tasks,
+envelope that starts a log generation on every run, incremental append, an eventual table written by 2 Spark tasks,
 a microbatch model of three daily batches over the seed) is killed with SIGKILL,
 its whole process group (dbt and the Spark JVM it started: the session method), at a random
 moment; then a normal run recovers. After each round, checked independently of the package's
@@ -45,10 +45,12 @@ KEYED = """
 select id, concat('v', cast((id * {{ var('step') }}) % 7 as string)) as version
 from range({{ var('step') }} % 5, 40 + {{ var('step') }} % 9) as r(id)
 """
-# in Kafka Connect's schema envelope
+# in Kafka Connect's schema envelope; every run starts a new generation of its log first (the
+# table's rows: lifecycle/generations.py), so kills land in generations too
 KEYLESS = """
 {{ config(materialized='table', log_system='kafka', log_system_partitions=2,
-          log_format_schema_include=true, kafka_topic='keyless_' ~ var('suffix')) }}
+          log_format_schema_include=true, kafka_topic='keyless_' ~ var('suffix'),
+          log_generation_interval='1 ms') }}
 select id % 6 as bucket, cast({{ var('step') }} % 3 as int) as phase
 from range(30 + {{ var('step') }} % 4) as r(id)
 """

@@ -912,6 +912,12 @@ class FakeConsumer:
         self.fetched = False
         FakeConsumer.instances.append(self)
 
+    def end_offsets(self, partitions):
+        return {}  # not known: the reader reads until empty polls at the high watermark
+
+    def beginning_offsets(self, partitions):
+        return {}
+
     def partitions_for_topic(self, topic):
         return {0}
 

@@ -137,7 +137,7 @@ def test_a_missing_control_topic_has_no_records(consumer):
     assert consumer.instances[0].calls == [] and consumer.instances[0].closed
 
 
-def test_reading_to_the_end_waits_for_empty_polls_at_the_high_watermark(consumer, monkeypatch):
+def test_reading_to_the_end_stops_at_the_last_stable_offset(consumer, monkeypatch):
     calls = []
     consumer.records = [control(0)]
     real_poll = FakeConsumer.poll
@@ -148,6 +148,23 @@ def test_reading_to_the_end_waits_for_empty_polls_at_the_high_watermark(consumer
 
     monkeypatch.setattr(FakeConsumer, "poll", counting)
     KafkaLogReader(log()).control_records()
+    assert len(calls) == 1  # the end is known before the read: no idle polls to find it
+    consumer.records = []
+    assert KafkaLogReader(log()).control_records() == [] and len(calls) == 1  # empty: no read
+
+
+def test_without_a_known_end_reading_waits_for_empty_polls_at_the_high_watermark(consumer, monkeypatch):
+    calls = []
+    consumer.records = [control(0)]
+    real_poll = FakeConsumer.poll
+
+    def counting(self, timeout_ms=0):
+        calls.append(timeout_ms)
+        return real_poll(self, timeout_ms)
+
+    monkeypatch.setattr(FakeConsumer, "poll", counting)
+    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps: {})
+    KafkaLogReader(log()).control_records()
     assert len(calls) == 1 + END_POLLS
 
 
@@ -156,6 +173,7 @@ def test_a_control_topic_whose_end_is_not_reached_is_a_reader_error(consumer, mo
     import time
 
     monkeypatch.setattr(FakeConsumer, "highwater", lambda self, tp: 10)  # never reached
+    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps: {tp: 10 for tp in tps})
     clock = itertools.count(0, 7.0)
     monkeypatch.setattr(time, "monotonic", lambda: next(clock))
     with pytest.raises(ReaderError, match=f"orders_model.*'{CONTROL}' to its end within 60 s"):
@@ -164,6 +182,7 @@ def test_a_control_topic_whose_end_is_not_reached_is_a_reader_error(consumer, mo
 
 
 def test_client_errors_are_reader_errors_in_plain_words(consumer):
+    consumer.records = [control(0)]
     consumer.fail_on_poll = KafkaTimeoutError("poll failed")
     with pytest.raises(ReaderError, match="orders_model.*b1:9092.*poll failed"):
         KafkaLogReader(log()).control_records()

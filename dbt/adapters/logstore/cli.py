@@ -172,6 +172,11 @@ def _status(args: argparse.Namespace) -> int:
                   f"{_num(s.log_snapshot):>5} {s.records:>8}  {state}")
             if s.table_offsets:
                 print(f"{'':<24} offsets after snapshot {s.table_snapshot}: {s.table_offsets}")
+            if s.generation is not None:
+                start = s.start or "none (no complete copy of the table is left in the log)"
+                print(f"{'':<24} generation {s.generation}; a consumer reaches the table from: {start}")
+            for warning in s.warnings:
+                print(f"{'':<24} warning: {warning}")
     return 0 if all(s.agree for s in statuses) else 1
 
 
@@ -223,7 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a logged model of the dbt project, or a topic with --bootstrap-servers")
     tail.add_argument("--from", dest="start", default="earliest",
                       help="earliest (default), latest, snapshot:N, timestamp:T (epoch ms or "
-                           "ISO-8601), latest-full (the table's rows, then its changes)")
+                           "ISO-8601), latest-full (the table's rows, then its changes), "
+                           "latest-generation or generation:N (the log's complete copy of the "
+                           "table, then its changes)")
     tail.add_argument("--follow", "-f", action="store_true",
                       help="keep reading new changes (Ctrl-C ends) instead of stopping at the end")
     tail.add_argument("--normalize", action="store_true",

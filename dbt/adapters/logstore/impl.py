@@ -275,19 +275,19 @@ class LogstoreAdapter(SparkAdapter):
         state = self._run_state().log_state
         if state is not None and not (state.topic_exists and state.control_topic_exists):
             # topics created just now: their ids are recorded with the snapshot
-            self._run_state().log_state = get_log_system(log.system).observe(log)
+            state = self._run_state().log_state = get_log_system(log.system).observe(log)
+        for warning in retention.warnings(log, state) if state is not None else ():
+            logger.warning(warning)  # what the topic's settings keep (lifecycle/retention.py)
         return partitions
 
     def logstore_assess_log(self, log: LogConfig, target_relation: Any, relation: Any) -> identity.Assessment:
         """Whether the topic still holds the table's log (lifecycle/identity.py), observed
-        without changing anything; what its settings keep is said as a warning."""
+        without changing anything (kept for the run: its ids are recorded with the snapshot)."""
         state = get_log_system(log.system).observe(log)
         self._run_state().log_state = state
         props = self._table_properties(relation) if relation is not None else None
         table_id = log_snapshots.TableRef(str(target_relation.schema),
                                           str(target_relation.identifier)).writer_id
-        for warning in retention.warnings(log, state):
-            logger.warning(warning)
         return identity.assess(log, props, state, table_id)
 
     def logstore_start_generation(self, start: Optional[GenerationStart]) -> None:

@@ -19,7 +19,7 @@ from dbt.adapters.logstore import log_snapshots, names
 from dbt.adapters.logstore.lifecycle import identity, retention
 from dbt.adapters.logstore.log_system import get_log_system
 from dbt.adapters.logstore.project import DbtProject, LoggedModel
-from dbt.adapters.logstore.reader import ChangelogReader, open_log
+from dbt.adapters.logstore.reader import ChangelogReader, StartPoint, open_log
 from dbt.adapters.logstore.replay import Replica
 
 
@@ -119,8 +119,8 @@ def _verify_content(project: DbtProject, model: LoggedModel, reader: ChangelogRe
                     status: ModelStatus) -> None:
     # read against the table's columns (docs/log-format.md, "Row images across schema changes")
     replica = Replica(columns=project.table_columns(model)[0])
-    try:
-        for record in reader.changes():
+    try:  # from the start point of the contract: the latest generation (docs/log-format.md)
+        for record in reader.changes(StartPoint("latest-generation")):
             replica.apply(record)
     except ValueError as exc:  # a keyless delete of a row the log never had
         status.problems.append(f"the log does not replay: {exc}")

@@ -67,10 +67,15 @@ class KafkaLogReader(LogReader):
                 return []
             control = TopicPartition(self.control_topic, 0)
             consumer.assign([control])
+            # its end as a read_committed reader sees it (the last stable offset): read to
+            # there, no idle polls; an empty topic needs no read at all
+            end = consumer.end_offsets([control]).get(control)
+            if end is not None and consumer.beginning_offsets([control]).get(control) == end:
+                return []
             consumer.seek_to_beginning(control)
             found: List[LogRecord] = []
             idle, deadline = 0, time.monotonic() + timeout_seconds
-            while idle < END_POLLS:
+            while idle < END_POLLS and (end is None or consumer.position(control) < end):
                 if time.monotonic() > deadline:
                     raise ReaderError(
                         f"Model '{self.model}': could not read the control topic "

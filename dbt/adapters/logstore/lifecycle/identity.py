@@ -24,7 +24,7 @@ from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_continuation import continues_log
 from dbt.adapters.logstore.log_system import LogState
 from dbt.adapters.logstore.names import (
-    LOG_CLUSTER_ID, LOG_CONTROL_TOPIC_ID, LOG_TOPIC_ID, SNAPSHOT_ID, SNAPSHOT_OFFSETS,
+    GENERATION, LOG_CLUSTER_ID, LOG_CONTROL_TOPIC_ID, LOG_TOPIC_ID, SNAPSHOT_ID, SNAPSHOT_OFFSETS,
 )
 
 
@@ -70,7 +70,9 @@ def assess(log: LogConfig, table_props: Optional[Mapping[str, str]], state: LogS
     reachable = generations.reachable(found, state.start_offsets)
     recorded_snapshot = int(props.get(SNAPSHOT_ID) or 0)
     last = confirmations[-1].snapshot if confirmations else 0
-    next_start = GenerationStart(generations.numbers(confirmations) + 1,
+    # numbers and snapshot ids go on from the table's and the log's, whichever is further
+    recorded_generation = int(props.get(GENERATION) or (1 if recorded_snapshot else 0))
+    next_start = GenerationStart(max(generations.numbers(confirmations), recorded_generation) + 1,
                                  max(recorded_snapshot, last), dict(state.end_offsets))
     common = dict(confirmations=tuple(confirmations), generations=tuple(found),
                   reachable=reachable, next_start=next_start)

@@ -20,8 +20,8 @@
 {#-- Before anything changes (commit_protocol.begin): this run takes the model's lock; the log
      is reachable and its topic exists; what a failed run left behind is settled; a log that
      starts now first receives the table's current rows. Returns the topic's partition count. --#}
-{% macro logstore_begin(log_config, target_relation, partition_by=none) -%}
-  {{ return(adapter.logstore_begin(log_config, target_relation, partition_by, invocation_id, logstore_changeset_id())) }}
+{% macro logstore_begin(log_config, target_relation, partition_by=none, resnapshot=false) -%}
+  {{ return(adapter.logstore_begin(log_config, target_relation, partition_by, invocation_id, logstore_changeset_id(), resnapshot)) }}
 {%- endmacro %}
 
 

@@ -3,6 +3,10 @@
      dbt run-operation logstore_recover --args '{model: orders}'
        brings the model's table and log into agreement now (what its next run does first:
        finish a failed run's commit and its log write), without building the model.
+     dbt run-operation logstore_resnapshot --args '{model: orders}'
+       starts a new generation of the model's log now: the table's rows, from which a consumer
+       reaches the table (also when the log was lost: a deleted topic, retention; see
+       dbt/adapters/logstore/lifecycle/).
      dbt run-operation logstore_unlock --args '{model: orders}'
        removes the model's run lock, for a run known to be dead on another host. --#}
 
@@ -20,6 +24,21 @@
   {%- do logstore_begin(log_config, target, node.config.get('partition_by')) -%}
   {%- do adapter.logstore_release_lock() -%}
   {{ log("logstore: " ~ target ~ " and its log " ~ log_config.topic ~ " agree", info=true) }}
+{%- endmacro %}
+
+
+{% macro logstore_resnapshot(model) -%}
+  {%- set node = logstore_model_node(model) -%}
+  {%- set log_config = adapter.logstore_config(node) -%}
+  {%- if not log_config.enabled -%}
+    {{ exceptions.raise_compiler_error("Model '" ~ model ~ "' has no log to resnapshot (config 'log.system' is not set)") }}
+  {%- endif -%}
+  {%- set target = api.Relation.create(database=node.database, schema=node.schema,
+                                       identifier=node.alias, type='table') -%}
+  {%- set log_config = adapter.logstore_continue_log(log_config, target) -%}
+  {%- do logstore_begin(log_config, target, node.config.get('partition_by'), resnapshot=true) -%}
+  {%- do adapter.logstore_release_lock() -%}
+  {{ log("logstore: " ~ target ~ " started a new generation of its log in " ~ log_config.topic, info=true) }}
 {%- endmacro %}
 
 

@@ -1,0 +1,349 @@
+"""The log's life after it is written (dbt/adapters/logstore/lifecycle/), on Apache Kafka: a
+cluster of this module's own (one KRaft node, tests/kafka_cluster.py) whose retention check and
+log cleaner run every half second, so the broker really deletes and compacts within a test.
+
+- topics deleted between runs (data and control, data only, control only; and recreated empty):
+  the run refuses with `log.on-lost: fail` and changes nothing, plain `status` reports it, and
+  `restart` starts a new generation whose copy equals the table;
+- a table whose topic already holds its log (dropped by hand and rebuilt; dbt's table -> view ->
+  incremental switch; the log off for one run): refused, never a second "snapshot 1";
+- retention that deleted the log's start: `status`, `tail --from earliest` and the run say so;
+  a generation re-bases the log; `log.generation.interval` starts generations on a schedule;
+- compaction of a keyed log by the broker's cleaner: the replay still equals the table;
+- a new cluster behind the same address (stopped, and a fresh one started on its ports).
+
+Each consumer check here replays with tests/functional/contract.py (the tests' own consumer, not
+the package's reader) from the start offsets the latest confirmation of a generation states.
+"""
+import json
+import time
+from typing import Dict, List
+
+import pytest
+from dbt.tests.util import run_dbt_and_capture
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+from dbt.adapters.logstore.project import DbtProject
+from dbt.adapters.logstore.reader import StartPoint, UsageError, read_changelog
+from dbt.adapters.logstore.replay import Replica
+from dbt.adapters.logstore.status import model_status
+from tests.functional.contract import (
+    confirmed, read_topic, replay, spark, table_properties, table_state,
+)
+from tests.functional.dbt_helpers import failure_text, logstore_statuses
+from tests.kafka_cluster import KafkaCluster, Node
+
+pytestmark = pytest.mark.apache_kafka
+
+# the broker deletes and compacts within a second of a record becoming eligible
+FAST_BROKER = {
+    "log.retention.check.interval.ms": "500",
+    "log.cleaner.backoff.ms": "500",
+    "log.segment.delete.delay.ms": "0",
+    "log.cleaner.dedupe.buffer.size": "8388608",
+}
+
+
+@pytest.fixture(scope="module")
+def own_cluster(tmp_path_factory):
+    with KafkaCluster(tmp_path_factory.mktemp("log_life"), nodes=1, config=FAST_BROKER) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap_servers(own_cluster):
+    return own_cluster.bootstrap_servers
+
+
+KEYED = """
+{{ config(materialized=var('materialized', 'table'), unique_key='id',
+          log_system=var('log_system', 'kafka'), log_on_lost=var('on_lost', 'fail'),
+          log_system_partitions=2) }}
+select id, concat('v', cast(id * {{ var('step', 1) }} as string)) as version
+from range({{ var('step', 1) }}, 8 + {{ var('step', 1) }}) as r(id)
+"""
+
+
+def _run(project, expect_pass=True, **variables):
+    args = ["run", "--vars", json.dumps(variables)] if variables else ["run"]
+    return run_dbt_and_capture(args, expect_pass=expect_pass)
+
+
+def _admin(servers: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=30000)
+
+
+def _delete_topics(servers: str, topics: List[str]) -> None:
+    admin = _admin(servers)
+    try:
+        admin.delete_topics(topics)
+        deadline = time.monotonic() + 60
+        while set(topics) & set(admin.list_topics()):
+            assert time.monotonic() < deadline, f"topics {topics} not deleted"
+            time.sleep(0.3)
+    finally:
+        admin.close()
+
+
+def _create_topic(servers: str, topic: str, partitions: int, **config: str) -> None:
+    admin = _admin(servers)
+    deadline = time.monotonic() + 60
+    try:
+        while True:  # a topic just deleted may still be going
+            try:
+                admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=config)])
+                return
+            except Exception:
+                assert time.monotonic() < deadline, f"could not create {topic}"
+                time.sleep(0.5)
+    finally:
+        admin.close()
+
+
+def _alter_topic(servers: str, topic: str, **config: str) -> None:
+    admin = _admin(servers)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=config)])
+    finally:
+        admin.close()
+
+
+def _start_offsets(servers: str, topic: str) -> Dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=servers)
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        return {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
+    finally:
+        consumer.close()
+
+
+def _confirmations(servers: str, topic: str) -> List[dict]:
+    return [json.loads(m.value) for m in read_topic(servers, topic + "__logstore_commits")]
+
+
+def generation_replay(servers: str, topic: str, relation: str) -> None:
+    """A fresh consumer that starts where the latest generation's copy starts (the offsets its
+    confirmation states) and applies every confirmed record after, ends equal to the table."""
+    starts = [c for c in _confirmations(servers, topic) if "generation_start" in c]
+    assert starts, f"no generation is confirmed in {topic}"
+    begin = {int(p): o for p, o in starts[-1]["generation_start"].items()}
+    messages = [m for m in confirmed(servers, topic, read_topic(servers, topic))
+                if m.offset >= begin.get(m.partition, 0)]
+    types, table = table_state(relation)
+    assert replay(messages, types) == table, f"{topic} from generation {starts[-1]['generation']}"
+
+
+def _plain_status(project):
+    dbt_project = DbtProject(project.project_root, profiles_dir=project.profiles_dir)
+    with dbt_project.connection():
+        return {m.name: model_status(dbt_project, m) for m in dbt_project.logged_models()}
+
+
+def _snapshot(relation: str) -> int:
+    return int(table_properties(relation)["logstore.snapshot.id"])
+
+
+class TestDeletedTopics:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"customers.sql": KEYED}
+
+    @pytest.mark.parametrize("deleted", ["data and control", "data", "control"])
+    def test_a_lost_log_is_refused_then_restarted_as_a_new_generation(
+            self, project, kafka_bootstrap_servers, deleted):
+        servers = kafka_bootstrap_servers
+        relation = topic = f"{project.test_schema}.customers"
+        control = topic + "__logstore_commits"
+        _run(project, step=1)
+        assert _plain_status(project)["customers"].agree
+        before = _snapshot(relation)
+        _delete_topics(servers, {"data and control": [topic, control], "data": [topic],
+                                 "control": [control]}[deleted])
+        if deleted == "data and control":  # infrastructure-as-code creates it again, empty
+            _create_topic(servers, topic, 2)
+
+        status = _plain_status(project)["customers"]  # plain: no --verify
+        assert not status.agree and any("the log is lost" in p for p in status.problems), status.problems
+
+        text = failure_text(["run", "--vars", json.dumps({"step": 2})])
+        assert "is not the table's log any more" in text and "Nothing was changed" in text, text
+        assert "log.on-lost: restart" in text and "logstore_resnapshot" in text
+        assert _snapshot(relation) == before  # the table did not change
+
+        _, out = _run(project, step=2, on_lost="restart")
+        assert "starts generation" in out, out
+        after = _snapshot(relation)
+        assert after > before + 1  # the generation's snapshot, then the run's own: never 1 again
+        generation_replay(servers, topic, relation)
+        assert logstore_statuses(project)["customers"].agree  # --verify: replay equals the table
+        _run(project, step=3)  # and the log goes on with fail again
+        generation_replay(servers, topic, relation)
+        assert _plain_status(project)["customers"].agree
+
+
+class TestATableWhoseTopicHoldsItsLog:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"customers.sql": KEYED}
+
+    def _refused_then_restarted(self, project, servers, relation, **variables):
+        text = failure_text(["run", "--vars", json.dumps(variables)])
+        assert "already holds a log of this table" in text and "Nothing was changed" in text, text
+        _, out = _run(project, on_lost="restart", **variables)
+        assert "starts generation" in out, out
+        confirmations = _confirmations(servers, relation)
+        snapshots = [c["snapshot"] for c in confirmations]
+        assert len(snapshots) == len(set(snapshots)), f"a snapshot confirmed twice: {snapshots}"
+        generation_replay(servers, relation, relation)
+        assert logstore_statuses(project)["customers"].agree
+
+    def test_dropped_by_hand_and_rebuilt(self, project, kafka_bootstrap_servers):
+        relation = f"{project.test_schema}.customers"
+        _run(project, step=1)
+        _run(project, step=2)
+        spark().sql(f"drop table {relation}")
+        self._refused_then_restarted(project, kafka_bootstrap_servers, relation, step=3)
+
+    def test_the_log_off_for_one_run_and_on_again(self, project, kafka_bootstrap_servers):
+        relation = f"{project.test_schema}.customers"
+        _run(project, step=4)
+        _run(project, step=5, log_system="none")
+        self._refused_then_restarted(project, kafka_bootstrap_servers, relation, step=6)
+
+    def test_dbts_table_view_incremental_switch(self, project, kafka_bootstrap_servers):
+        # dbt's own `swappable` case (dbt-tests-adapter BaseSimpleMaterializations)
+        relation = f"{project.test_schema}.customers"
+        _run(project, step=7)
+        _run(project, step=7, materialized="view", log_system="none")
+        self._refused_then_restarted(project, kafka_bootstrap_servers, relation, step=8,
+                                     materialized="incremental")
+
+
+KEYLESS_SHORT_RETENTION = """
+{{ config(materialized='table', log_system='kafka', log_on_lost=var('on_lost', 'fail'),
+          **{'kafka.topic-config.retention.ms': '1000', 'kafka.topic-config.segment.ms': '500',
+             'log.generation.interval': var('interval', '')}) }}
+select id, {{ var('step', 1) }} as step from range(5) as r(id)
+"""
+
+
+class TestRetention:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"events.sql": KEYLESS_SHORT_RETENTION}
+
+    def test_the_broker_deletes_the_logs_start_and_every_reader_says_so(
+            self, project, kafka_bootstrap_servers):
+        servers = kafka_bootstrap_servers
+        relation = topic = f"{project.test_schema}.events"
+        _, out = _run(project, step=1)
+        assert "deletes old records" in " ".join(out.split())  # the run warns of its retention
+        deadline = time.monotonic() + 90  # the broker's retention check really deletes them
+        while not any(_start_offsets(servers, topic).values()):
+            assert time.monotonic() < deadline, "the broker deleted nothing"
+            time.sleep(0.5)
+        assert read_topic(servers, topic) == []
+
+        status = _plain_status(project)["events"]
+        assert not status.agree and status.start is None, (status.problems, status.start)
+        assert any("deleted records" in p for p in status.problems), status.problems
+        with pytest.raises(UsageError, match="no longer all in the topic"):
+            list(read_changelog(servers, topic, start="earliest", table=relation))
+        text = failure_text(["run", "--vars", json.dumps({"step": 2})])
+        assert "deleted records" in text and "Nothing was changed" in text, text
+
+        # the operator keeps records again; the next run re-bases the log on the table
+        _alter_topic(servers, topic, **{"retention.ms": "-1"})
+        _, out = _run(project, step=2, on_lost="restart")
+        assert "starts generation 2" in out, out
+        generation_replay(servers, topic, relation)
+        status = _plain_status(project)["events"]
+        assert status.agree and status.start == "generation:2", (status.problems, status.start)
+        # a reader from earliest is refused, naming the generation; from it, it reaches the table
+        with pytest.raises(UsageError, match="latest-generation"):
+            list(read_changelog(servers, topic, start="earliest", table=relation))
+        changes = list(read_changelog(servers, topic, start=StartPoint("latest-generation"),
+                                      table=relation))
+        # Debezium's snapshot events (the table's rows as the generation began), then the run
+        assert [c.op for c in changes[:5]] == ["r"] * 5 and {c.generation for c in changes[:5]} == {2}
+        replica = Replica()
+        for change in changes:
+            replica.apply(change)
+        assert sorted(row["step"] for row in replica.rows()) == [2] * 5
+
+    def test_a_generation_on_a_schedule(self, project, kafka_bootstrap_servers):
+        servers = kafka_bootstrap_servers
+        relation = topic = f"{project.test_schema}.events"
+        before = [c["generation"] for c in _confirmations(servers, topic) if "generation_start" in c]
+        _run(project, step=3, interval="1 ms")  # every run is past the interval
+        after = [c["generation"] for c in _confirmations(servers, topic) if "generation_start" in c]
+        assert after == before + [max(before) + 1]
+        generation_replay(servers, topic, relation)
+
+
+KEYED_COMPACTED = """
+{{ config(materialized='table', unique_key='id', log_system='kafka',
+          **{'kafka.topic-config.segment.ms': '100',
+             'kafka.topic-config.min.cleanable.dirty.ratio': '0.01',
+             'kafka.topic-config.delete.retention.ms': '100',
+             'kafka.topic-config.min.compaction.lag.ms': '0'}) }}
+select id, concat('v', cast({{ var('step') }} as string)) as version
+from range(0, 20 - {{ var('step') }}) as r(id)
+"""
+
+
+class TestCompaction:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"accounts.sql": KEYED_COMPACTED}
+
+    def test_a_compacted_keyed_log_still_replays_to_the_table(self, project, kafka_bootstrap_servers):
+        servers = kafka_bootstrap_servers
+        relation = topic = f"{project.test_schema}.accounts"
+        written = 0
+        for step in range(1, 7):  # every row updated each run, one deleted
+            results, _ = _run(project, step=step)
+            written += results[0].adapter_response["rows_mirrored"]
+            time.sleep(0.3)  # the next run's records roll the segment (segment.ms)
+        deadline = time.monotonic() + 90  # the broker's log cleaner really compacts
+        while len(read_topic(servers, topic)) >= written:
+            assert time.monotonic() < deadline, "the log cleaner compacted nothing"
+            time.sleep(1)
+        assert len(read_topic(servers, topic)) < written
+        types, table = table_state(relation)
+        assert replay(confirmed(servers, topic, read_topic(servers, topic)), types) == table
+        assert logstore_statuses(project)["accounts"].agree  # our reader's replay too
+        assert table_properties(relation)  # and the table is as it was
+
+
+class TestANewClusterAtTheSameAddress:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"customers.sql": KEYED}
+
+    @pytest.fixture(scope="class")
+    def kafka_bootstrap_servers(self, tmp_path_factory):
+        cluster = KafkaCluster(tmp_path_factory.mktemp("first_cluster"), nodes=1)
+        with cluster:
+            self.__class__.cluster = cluster
+            yield cluster.bootstrap_servers
+
+    def test_a_failover_to_an_empty_cluster_is_refused_then_restarted(
+            self, project, kafka_bootstrap_servers, tmp_path_factory):
+        relation = topic = f"{project.test_schema}.customers"
+        old = self.cluster
+        _run(project, step=1)
+        old.stop()  # the same servers, a new cluster (a disaster-recovery failover)
+        new = KafkaCluster(tmp_path_factory.mktemp("second_cluster"), nodes=1)
+        new._nodes = [Node(n.id, n.port, n.controller_port, new.base_dir / f"node-{n.id}")
+                      for n in old._nodes]
+        with new:
+            assert new.bootstrap_servers == kafka_bootstrap_servers
+            text = failure_text(["run", "--vars", json.dumps({"step": 2})])
+            assert "another Kafka cluster" in text and "Nothing was changed" in text, text
+            _, out = _run(project, step=2, on_lost="restart")
+            assert "starts generation 2" in out, out
+            generation_replay(kafka_bootstrap_servers, topic, relation)
+            assert _plain_status(project)["customers"].agree
+            old._nodes = []  # already stopped
