@@ -142,6 +142,7 @@ class LogState:
     holds, and what it is set to keep. lifecycle/identity.py compares it with what the table
     recorded. An id the log system cannot tell is None (then it is not compared)."""
 
+    known: bool = True  # False: the log system cannot observe its logs (nothing is compared)
     cluster_id: Optional[str] = None
     topic_exists: bool = False
     topic_id: Optional[str] = None
@@ -162,8 +163,8 @@ class LogSystem(ABC):
 
     def observe(self, log: LogConfig) -> LogState:
         """The log's state (LogState), creating nothing: what every run checks before its
-        table changes, and `status`. A log system that cannot tell says nothing (LogState())."""
-        return LogState()
+        table changes, and `status`. A log system that cannot tell says so (nothing is checked)."""
+        return LogState(known=False)
 
     @abstractmethod
     def prepare(self, log: LogConfig) -> int:

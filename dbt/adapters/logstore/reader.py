@@ -198,8 +198,9 @@ class ChangelogReader:
             return
         held = reachable(generations(confirmations), log_starts)
         where = ", ".join(f"partition {p} now starts at offset {o}" for p, o in sorted(deleted.items()))
-        offer = (f"Start at 'latest-generation' ({held.describe()}), where the table's complete "
-                 f"rows start." if held is not None else
+        offer = (f"Start at 'generation:{held.number}' ({held.describe()}, the oldest still "
+                 f"whole) or 'latest-generation', where the table's complete rows start."
+                 if held is not None else
                  "No complete copy of the table is left in the log: its next run re-bases it on "
                  "the table (with 'log.on-lost: restart'), or run dbt run-operation "
                  "logstore_resnapshot.")

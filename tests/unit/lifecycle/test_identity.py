@@ -108,3 +108,14 @@ def test_a_generation_falls_due_after_its_interval():
     old = state(control_records=(confirmation(1, 0, 4, starts=True, ts_ms=5_000), confirmation(2, 5, 9)))
     assert not assess(log, props(), old, "shop.orders", now_ms=5_500).due
     assert assess(log, props(), old, "shop.orders", now_ms=6_000).due
+
+
+def test_a_log_system_that_cannot_observe_its_logs_is_not_judged():
+    from dbt.adapters.logstore.log_system import LogSystem
+
+    class Blind(LogSystem):
+        name = "blind"
+        prepare = check = find_confirmation = open_writer = open_reader = None
+
+    unknown = Blind.observe(Blind.__new__(Blind), LOG)
+    assert not unknown.known and not assess(LOG, props(), unknown, "shop.orders").lost

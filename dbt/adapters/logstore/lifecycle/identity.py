@@ -78,6 +78,8 @@ def assess(log: LogConfig, table_props: Optional[Mapping[str, str]], state: LogS
                   reachable=reachable, next_start=next_start)
     if generations.finishing_generation(props):
         return Assessment(finishing=True, **common)
+    if not state.known:  # a log system that cannot observe its logs: nothing to compare
+        return Assessment(**common)
     logged_here = bool(props) and continues_log(log, props) and recorded_snapshot > 0
     if not logged_here:
         findings = _history(log, confirmations, table_props is not None)
