@@ -44,6 +44,8 @@ import dbt.include.global_project
 import dbt.include.spark
 from dbt.adapters.logstore import log_snapshots, names
 from dbt.adapters.logstore.catalog import set_properties_sql
+from dbt.adapters.logstore.commit_protocol import LogLost
+from dbt.adapters.logstore.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.lifecycle.identity import Assessment
 from dbt.adapters.logstore.impl import LogstoreAdapter
 from dbt.adapters.logstore.mirror import LogstoreAdapterResponse
@@ -1012,3 +1014,58 @@ def test_recover_refuses_a_model_without_a_log():
         h.call("logstore_recover", "orders")
     with pytest.raises(Exception, match="no model named 'nope'"):
         h.call("logstore_recover", "nope")
+
+
+# --- the log's life: a lost log, checked before anything changes (lifecycle/) ------------------
+
+LOST = Assessment(findings=("the topic 'analytics.orders' no longer exists (deleted)",),
+                  next_start=GenerationStart(2, 7, {0: 0}))
+
+
+def test_a_lost_log_stops_the_run_before_anything_changes():
+    h = Harness("table", existing={"orders": "table"}, adapter_options={"assessment": LOST}, **kafka())
+    with pytest.raises(LogLost, match="no longer exists.*Nothing was changed.*log.on-lost: restart"):
+        h.materialize()
+    after = h.index("adapter.logstore_assess_log")
+    assert after >= 0 and h.index("adapter.logstore_lock") < after
+    changed = {"adapter.logstore_prepare", "adapter.logstore_create", "adapter.logstore_set_properties",
+               "adapter.execute", "adapter.drop_relation", "adapter.rename_relation",
+               "adapter.logstore_mirror"}
+    assert not changed & set(h.names()[after:])
+
+
+def test_a_lost_log_restarts_as_a_generation_of_the_tables_rows_first():
+    h = Harness("table", existing={"orders": "table"}, adapter_options={"assessment": LOST},
+                **kafka(**{"log.on-lost": "restart"}))
+    h.materialize()
+    start = f"{INVOCATION}-start"
+    in_order(h, ("adapter.logstore_assess_log", {}), ("adapter.logstore_prepare", {}),
+             ("adapter.logstore_start_generation", {"start": LOST.next_start}),
+             ("adapter.logstore_mirror", {"changeset": start, "log_starts": True}),
+             ("adapter.logstore_start_generation", {"start": None}),
+             ("adapter.logstore_mirror", {"changeset": INVOCATION, "log_starts": False}))
+
+
+def test_without_a_table_the_runs_own_build_starts_the_generation():
+    h = Harness("table", adapter_options={"assessment": LOST}, **kafka(**{"log.on-lost": "restart"}))
+    h.materialize()
+    assert [c.args["start"] for c in h.all("adapter.logstore_start_generation")] == [LOST.next_start]
+    assert [c.args["changeset"] for c in h.all("adapter.logstore_mirror")] == [INVOCATION]
+    in_order(h, ("adapter.logstore_start_generation", {}), ("adapter.logstore_properties",
+                                                           {"changeset_id": INVOCATION}))
+
+
+def test_a_generation_falls_due_on_its_schedule_without_a_lost_log():
+    due = Assessment(due=True, next_start=GenerationStart(3, 9))
+    h = Harness("table", existing={"orders": "table"}, adapter_options={"assessment": due}, **kafka())
+    h.materialize()
+    assert h.one("adapter.logstore_mirror", changeset=f"{INVOCATION}-start").args["log_starts"] is True
+
+
+def test_resnapshot_starts_a_generation_and_releases_the_lock():
+    h = Harness("table", existing={"orders": "table"}, **kafka())
+    h.call("logstore_resnapshot", "orders")
+    in_order(h, ("adapter.logstore_lock", {}),
+             ("adapter.logstore_start_generation", {"start": Assessment().next_start}),
+             ("adapter.logstore_mirror", {"changeset": f"{INVOCATION}-start", "log_starts": True}),
+             ("adapter.logstore_release_lock", {}))
