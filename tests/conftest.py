@@ -108,6 +108,7 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_broker_failure",  # ~220 s
     "test_faults_incremental",  # ~220 s
     "test_apache_kafka",  # ~200 s
+    "test_log_life",  # ~200 s alone (its own one-node cluster)
     "test_faults_parallel",  # ~200 s
     "test_faults_late",  # ~190 s
     "test_microbatch",  # ~190 s
