@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from argparse import Namespace
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +20,63 @@ from dbt.adapters.logstore.names import SNAPSHOT_ID
 from dbt.adapters.logstore.formats import decode_json
 from dbt.adapters.logstore.reader import ReaderError, UsageError
 from dbt.adapters.logstore.row_source import iter_query_rows
+
+
+class TableReadError(ReaderError):
+    """A table or the catalog could not be read (the message says why, in one line)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "msg", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextmanager
+def _stderr_to(path: Optional[Path]) -> Iterator[None]:
+    """The process's standard error (file descriptor 2) into `path` meanwhile: a Spark JVM
+    started meanwhile inherits it, so its log, Derby's and pyspark's go there for good."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved, target = os.dup(2), os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(target, 2)
+    os.close(target)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _own_spark_running() -> bool:
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return False
+    return SparkContext._active_spark_context is not None
+
+
+def metastore_in_use(session_dir: Optional[str]) -> Optional[str]:
+    """The session method's Derby metastore directory when another process has booted it
+    (Derby holds an exclusive lock on its dbex.lck while booted), else None."""
+    import fcntl
+
+    if not session_dir or _own_spark_running():
+        return None  # this process's own Spark holds it, if anyone does
+    database = Path(session_dir) / "metastore_db"
+    lock = database / "dbex.lck"
+    if not lock.exists():
+        return None
+    try:
+        with open(lock, "rb+") as handle:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(handle, fcntl.LOCK_UN)
+    except OSError:
+        return str(database)
+    return None
 
 
 # the dbt resources that can carry a log (log_options.LOGGABLE_MATERIALIZATIONS)
@@ -50,7 +108,11 @@ def _profiles_dir(project_dir: Path, profiles_dir: Optional[str]) -> str:
 
 class DbtProject:
     def __init__(self, project_dir: str = ".", profiles_dir: Optional[str] = None,
-                 target: Optional[str] = None, vars: Optional[Dict[str, Any]] = None) -> None:
+                 target: Optional[str] = None, vars: Optional[Dict[str, Any]] = None,
+                 engine_log: Optional[Path] = None) -> None:
+        """`engine_log`: a file for what Spark, its JVM and Derby print while the connection
+        is open (the CLI's: the terminal gets only the command's own lines)."""
+        self.engine_log = engine_log
         self.project_dir = Path(project_dir).resolve()
         if not (self.project_dir / "dbt_project.yml").exists():
             raise UsageError(f"No dbt project at {self.project_dir} (no dbt_project.yml); pass "
@@ -121,19 +183,39 @@ class DbtProject:
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
-        with self.adapter.connection_named("dbt-logstore"):
+        credentials = self.adapter.config.credentials
+        if str(getattr(credentials, "method", "")) in ("session", "SparkConnectionMethod.SESSION"):
+            holder = metastore_in_use(getattr(credentials, "session_dir", None))
+            if holder is not None:
+                raise TableReadError(
+                    f"The Spark metastore at {holder} is in use by another process (a dbt run of "
+                    f"this project?): the session method's Derby metastore admits one process at "
+                    f"a time, so the tables cannot be read now. Run this again when that process "
+                    f"has finished.")
+        with _stderr_to(self.engine_log), self.adapter.connection_named("dbt-logstore"):
             yield self.adapter
 
+    def _relation(self, relation: str) -> Any:
+        schema, _, identifier = relation.partition(".")
+        try:  # dbt's listing of the schema: no query of a table that may not exist
+            return self.adapter.get_relation(database=None, schema=schema, identifier=identifier)
+        except Exception as exc:
+            raise TableReadError(f"Could not read the catalog of schema {schema}: "
+                                 f"{_first_line(exc)}") from None
+
     def table_properties(self, relation: str) -> Optional[Dict[str, str]]:
-        """The table's properties, None when it does not exist."""
+        """The table's properties, None when it does not exist; TableReadError (one line) when
+        it cannot be read (never "does not exist" for a table that could not be read)."""
+        if self._relation(relation) is None:
+            return None
         try:
             _, table = self.adapter.execute(f"show tblproperties {relation}", fetch=True)
-        except Exception:
-            return None
+        except Exception as exc:
+            raise TableReadError(f"Could not read table {relation}: {_first_line(exc)}") from None
         return parse_properties(table.rows)
 
     def relation_exists(self, relation: str) -> bool:
-        return self.table_properties(relation) is not None
+        return self._relation(relation) is not None
 
     def table_columns(self, model: LoggedModel) -> Tuple[List[str], List[str]]:
         """The table's column names and Spark types, in table order."""

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from dbt.adapters.logstore import log_snapshots, names
 from dbt.adapters.logstore.lifecycle import identity, retention
 from dbt.adapters.logstore.log_system import get_log_system
-from dbt.adapters.logstore.project import DbtProject, LoggedModel
+from dbt.adapters.logstore.project import DbtProject, LoggedModel, TableReadError
 from dbt.adapters.logstore.reader import ChangelogReader, StartPoint, open_log
 from dbt.adapters.logstore.replay import Replica
 
@@ -52,7 +52,11 @@ def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) 
     reader = ChangelogReader(open_log(log), model.table_id)
     state = get_log_system(log.system).observe(log)
     status.warnings = retention.warnings(log, state)
-    props = project.table_properties(model.relation)
+    try:
+        props = project.table_properties(model.relation)
+    except TableReadError as exc:  # never "does not exist" for a table that could not be read
+        status.problems.append(f"cannot tell: {exc}")
+        return status
     assessment = identity.assess(log, props, state, model.table_id)
     confirmations = list(assessment.confirmations)
     if confirmations:

@@ -9,7 +9,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.catalog import logger
 from dbt.adapters.logstore.kafka.config import CONFLUENT_DEFAULTS, confluent_config
-from dbt.adapters.logstore.kafka.errors import kafka_failure, write_cause
+from dbt.adapters.logstore.kafka.errors import kafka_failure, servers_setting, write_cause
 from dbt.adapters.logstore.kafka.writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
@@ -53,7 +53,8 @@ class ConfluentLogWriter(LogWriter):
                 self._producer.begin_transaction()
             metadata = self._producer.list_topics(str(log.topic), timeout=10)
         except KafkaException as exc:
-            raise kafka_failure(log.model, log.bootstrap_servers, exc) from exc
+            raise kafka_failure(log.model, log.bootstrap_servers, exc,
+                                setting=servers_setting(log)) from exc
         topic = metadata.topics.get(str(log.topic))
         self._partitions = sorted(topic.partitions) if topic and topic.partitions else [0]
         self._timeout_ms = config.get("transaction.timeout.ms") or 60000

@@ -9,7 +9,9 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.control_records import parse_control_record
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
-from dbt.adapters.logstore.kafka.errors import bridge_kafka_logs, kafka_failure
+from dbt.adapters.logstore.kafka.errors import (
+    bridge_kafka_logs, describe, kafka_failure, servers_setting,
+)
 from dbt.adapters.logstore.kafka.reading import KafkaLogReader
 from dbt.adapters.logstore.lifecycle.retention import creation_settings
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
@@ -25,7 +27,7 @@ _NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a broker that has no to
 
 def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
     """The log cannot be used: the cause in plain words (errors.py)."""
-    return kafka_failure(log.model, log.bootstrap_servers, exc)
+    return kafka_failure(log.model, log.bootstrap_servers, exc, setting=servers_setting(log))
 
 
 
@@ -150,7 +152,7 @@ class KafkaLogSystem(LogSystem):
         except KafkaError as exc:
             raise DbtRuntimeError(
                 f"Kafka at '{log.bootstrap_servers}' is reachable but refused a check: "
-                f"{type(exc).__name__}: {exc}") from exc
+                f"{describe(exc)}") from exc
         finally:
             admin.close()
 

@@ -8,7 +8,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka.config import PRODUCER_DEFAULTS, client_config
-from dbt.adapters.logstore.kafka.errors import kafka_failure, write_cause
+from dbt.adapters.logstore.kafka.errors import kafka_failure, servers_setting, write_cause
 from dbt.adapters.logstore.kafka.writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
@@ -62,7 +62,8 @@ class KafkaLogWriter(LogWriter):
                 self._producer.close(timeout=1)
             # A writer opens after the table commit: its caller says what that left, not "Nothing
             # was changed".
-            raise kafka_failure(log.model, log.bootstrap_servers, exc, changed="") from exc
+            raise kafka_failure(log.model, log.bootstrap_servers, exc, changed="",
+                                setting=servers_setting(log)) from exc
         self._partitions = sorted(partitions or [0])
         self._wait_s = (config.get("delivery_timeout_ms") or 120000) / 1000
         self._timeout_ms = config.get("transaction_timeout_ms") or 60000

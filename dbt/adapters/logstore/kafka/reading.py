@@ -9,7 +9,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, client_config, consumer_config
-from dbt.adapters.logstore.kafka.errors import kafka_failure
+from dbt.adapters.logstore.kafka.errors import kafka_failure, servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_system import LogFeed, LogReader, LogRecord, ReaderError
 
@@ -34,6 +34,7 @@ class KafkaLogReader(LogReader):
 
     def __init__(self, log: LogConfig) -> None:
         self.model, self.address = log.model, str(log.bootstrap_servers)
+        self.servers_setting = servers_setting(log)  # where the servers came from, for errors
         self.topic = str(log.topic)
         self.control_topic = control_topic_for(self.topic)
         servers = client_config(log, ADMIN_DEFAULTS)["bootstrap_servers"]
@@ -41,7 +42,8 @@ class KafkaLogReader(LogReader):
 
     def failure(self, exc: BaseException) -> ReaderError:
         """A client error, in plain words (kafka-python's recent warnings name the cause)."""
-        return ReaderError(kafka_failure(self.model, self.address, exc, changed="").msg)  # a read changes nothing
+        return ReaderError(kafka_failure(self.model, self.address, exc, changed="",  # a read changes nothing
+                                         setting=self.servers_setting).msg)
 
     def consumer(self) -> Any:
         """The one consumer this log system reads with: assigned partitions (no group join: no
