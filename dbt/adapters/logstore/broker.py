@@ -51,6 +51,64 @@ def free_port(host: str = DEFAULT_HOST) -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Listener:
+    """The process that listens on a TCP port of this machine."""
+
+    pid: int
+    program: str  # its executable's name ('tansu': an embedded broker)
+    state_dir: Optional[Path] = None  # an embedded broker's, where its log (and pid file) is
+
+    @property
+    def is_broker(self) -> bool:
+        return self.program == "tansu"
+
+
+def _listening_inodes(port: int) -> set:
+    """The inodes of the sockets listening on TCP `port` (Linux's /proc/net/tcp and tcp6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address 'HEXIP:HEXPORT', state 0A = LISTEN, inode the 10th field
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def listener(port: int) -> Optional[Listener]:
+    """The process listening on TCP `port` of this machine, found through /proc (Linux); None
+    when none is, or when it cannot be told (another system, another user's process). An
+    embedded broker's state dir is where its stdout goes (its log, broker-<port>.log)."""
+    sockets = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not sockets:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if not any(os.readlink(fd) in sockets for fd in (proc / "fd").iterdir()):
+                continue
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours to look into
+            continue
+        program = Path(argv[0].decode(errors="replace")).name if argv and argv[0] else "?"
+        state_dir = None
+        if program == "tansu":
+            try:
+                log = Path(os.readlink(proc / "fd" / "1"))
+            except OSError:
+                log = None
+            if log is not None and log.name == f"broker-{port}.log":
+                state_dir = log.parent
+        return Listener(int(proc.name), program, state_dir)
+    return None
+
+
 def _alive(pid: int) -> bool:
     if pid <= 0:  # 0 and -1 would address process groups, never one broker
         return False
@@ -102,7 +160,7 @@ class EmbeddedBroker:
         if pid is not None:
             return pid
         if port_open(self.host, self.port):
-            raise BrokerError(f"port {self.bootstrap_servers} is already in use by another process")
+            raise BrokerError(f"port {self.bootstrap_servers} is already in use: {self.elsewhere()}")
         Path(self.state_dir).mkdir(parents=True, exist_ok=True)
         url = f"tcp://{self.bootstrap_servers}"
         with open(self.log_file, "ab") as log:
@@ -123,6 +181,25 @@ class EmbeddedBroker:
             time.sleep(0.1)
         self.stop()
         raise BrokerError(f"broker did not accept connections within {timeout}s; see {self.log_file}")
+
+    def elsewhere(self, found: Optional[Listener] = None) -> str:
+        """What serves this broker's port without a pid file in this state dir (`found`, by
+        default looked up), in words that say what to do (start, and the CLI's stop and status
+        when pid() is None)."""
+        found = found or listener(self.port)
+        if found is None:
+            if not port_open(self.host, self.port):
+                return f"nothing listens on port {self.port}"
+            return (f"something listens on port {self.port} (its process is not visible here): "
+                    f"if it is an embedded broker started with --state-dir, pass the same --state-dir")
+        if not found.is_broker:
+            return f"another process listens on port {self.port} (pid {found.pid}, {found.program})"
+        if found.state_dir is not None and found.state_dir.resolve() != Path(self.state_dir).resolve():
+            return (f"an embedded broker started with --state-dir {found.state_dir} serves port "
+                    f"{self.port} (pid {found.pid}): pass --state-dir {found.state_dir}")
+        return (f"an embedded broker serves port {self.port} (pid {found.pid}) but its pid file "
+                f"is not in {self.state_dir}: pass the --state-dir it was started with, or end "
+                f"pid {found.pid}")
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Stop the broker started with this pid file; True if one was running."""

@@ -141,9 +141,15 @@ def open_log(log: Union[LogConfig, str], topic: Optional[str] = None,
     address (bootstrap servers) of a `topic`, of that topic on the default log system
     (`client_properties` as a profile's `kafka_properties`)."""
     if isinstance(log, str):
-        log = LogConfig(model=str(topic), system=DEFAULT_SYSTEM, topic=topic, bootstrap_servers=log,
-                        client_properties=dict(client_properties))
+        log = topic_log(log, str(topic), **client_properties)
     return get_log_system(log.system).open_reader(log)
+
+
+def topic_log(address: str, topic: str, **client_properties: Any) -> LogConfig:
+    """The log of `topic` at `address` (bootstrap servers) on the default log system, as
+    open_log reads it (`client_properties` as a profile's `kafka_properties`)."""
+    return LogConfig(model=topic, system=DEFAULT_SYSTEM, topic=topic, bootstrap_servers=address,
+                     client_properties=dict(client_properties))
 
 
 class ChangelogReader:

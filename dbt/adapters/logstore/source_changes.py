@@ -73,10 +73,34 @@ class ReadPlan:
 
 
 def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
-              position: Optional[SourcePosition], upstream_snapshot: int) -> Tuple[ReadPlan, Dict[int, int]]:
+              position: Optional[SourcePosition], upstream_snapshot: int,
+              log_start: Optional[Dict[int, int]] = None) -> Tuple[ReadPlan, Dict[int, int]]:
     """The range to read and the offsets to record after it. `confirmations` are the upstream
-    log's (control_records.Confirmation, snapshot order); `upstream_snapshot` its table's current one."""
+    log's (control_records.Confirmation, snapshot order); `upstream_snapshot` its table's current one;
+    `log_start` the first offset each partition still holds. A range that crosses a new
+    generation of the upstream's log (lifecycle/generations.py: its rows again, not a change),
+    or whose records retention deleted, cannot be read as changes: refused, naming the way out."""
     from dbt.adapters.logstore.reader import ReaderError
+
+    rebuild = (f"Rebuild this model from the upstream's table: dbt run --full-refresh --select "
+               f"<this model>.")
+    if position is not None and position.topic == topic:
+        restarted = [c for c in confirmations
+                     if c.snapshot > position.snapshot and c.generation_start is not None]
+        if restarted:
+            raise ReaderError(
+                f"Upstream {upstream}'s log in '{topic}' started generation "
+                f"{restarted[-1].generation} (snapshot {restarted[-1].snapshot}: its table's rows "
+                f"again, after the log was lost or re-based) since snapshot {position.snapshot}, "
+                f"which this model read up to; the changes in between are not in the log. {rebuild}")
+        deleted = {p: o for p, o in (log_start or {}).items()
+                   if position.offsets.get(str(p), 0) < o}
+        if deleted:
+            where = ", ".join(f"partition {p} now starts at offset {o}" for p, o in sorted(deleted.items()))
+            raise ReaderError(
+                f"Upstream {upstream}'s records after snapshot {position.snapshot}, which this "
+                f"model read up to, are no longer all in '{topic}' (deleted by retention: "
+                f"{where}). {rebuild}")
 
     if position is not None and position.topic != topic:
         position = None  # the upstream logs to a new topic: start again from its table

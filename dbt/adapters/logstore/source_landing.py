@@ -82,7 +82,7 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
         upstream_snapshot, version = log_snapshots.readable_snapshot(upstream_props, upstream_log.model)
         plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
                                              reader.confirmations(), sources.get(upstream_id),
-                                             upstream_snapshot)
+                                             upstream_snapshot, reader.log.start_offsets())
     except (ReaderError, log_snapshots.UnloggedCommit) as exc:
         raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
     raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)

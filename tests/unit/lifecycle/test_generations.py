@@ -54,3 +54,19 @@ def test_a_replica_resets_at_a_generation_and_ignores_older_snapshots_after_it()
 def test_the_normalizer_starts_over_at_a_generation():
     out = list(Normalizer().apply([record(1, 1), record(2, 1, "r", generation=2)]))
     assert [r.op for r in out] == ["c", "r"]  # after the reset, a first image again
+
+
+def test_a_downstream_read_across_a_new_generation_or_deleted_records_is_refused():
+    import pytest
+
+    from dbt.adapters.logstore.reader import ReaderError
+    from dbt.adapters.logstore.source_changes import SourcePosition, plan_read
+
+    at_2 = SourcePosition("t", 2, {"0": 1})
+    plain = [c(1, 1, {0: 0}), c(2, 1), c(3, 1)]
+    plan, _ = plan_read("up", "t", plain, at_2, 3, log_start={0: 0})
+    assert (plan.from_snapshot, plan.to_snapshot) == (2, 3)
+    with pytest.raises(ReaderError, match="started generation 2 .*--full-refresh"):
+        plan_read("up", "t", plain + [c(4, 2, {0: 1})], at_2, 4, log_start={0: 0})
+    with pytest.raises(ReaderError, match="deleted by retention: partition 0 now starts at offset 5"):
+        plan_read("up", "t", plain, at_2, 3, log_start={0: 5})
