@@ -109,10 +109,11 @@ class Case:
     path: Optional[str]  # None: `options` are the table's whole WITH clause (e.g. a Kafka source)
     options: Dict[str, str] = field(default_factory=dict)
     primary_key: Sequence[str] = ()
+    config: Dict[str, str] = field(default_factory=dict)  # the job's own table settings
 
     def job(self) -> dict:
         job = {"name": self.name, "format": self.format, "columns": [list(c) for c in self.columns],
-               "options": self.options, "primary_key": list(self.primary_key)}
+               "options": self.options, "primary_key": list(self.primary_key), "config": self.config}
         if self.path is not None:
             job["path"] = self.path
         return job

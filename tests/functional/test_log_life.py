@@ -9,7 +9,9 @@ log cleaner run every half second, so the broker really deletes and compacts wit
   incremental switch; the log off for one run): refused, never a second "snapshot 1";
 - retention that deleted the log's start: `status`, `tail --from earliest` and the run say so;
   a generation re-bases the log; `log.generation.interval` starts generations on a schedule;
-- compaction of a keyed log by the broker's cleaner: the replay still equals the table;
+- compaction of a keyed log by the broker's cleaner: the tests' replay, the package's reader, and
+  Flink from the earliest offset (debezium-json with the key and CDC de-duplication; upsert-kafka)
+  still end equal to the table;
 - a new cluster behind the same address (stopped, and a fresh one started on its ports).
 
 Each consumer check here replays with tests/functional/contract.py (the tests' own consumer, not
@@ -32,6 +34,10 @@ from tests.functional.contract import (
     confirmed, read_topic, replay, spark, table_properties, table_state,
 )
 from tests.functional.dbt_helpers import failure_text, logstore_statuses
+from tests.functional.flink_peer import differences
+from tests.functional.test_live_flink import (  # noqa: F401 (flink: the fixture)
+    _errors, flink, kafka_case, kafka_options, state_and_kinds, upsert_kafka_options,
+)
 from tests.kafka_cluster import KafkaCluster, Node
 
 pytestmark = pytest.mark.apache_kafka
@@ -105,6 +111,17 @@ def _alter_topic(servers: str, topic: str, **config: str) -> None:
     admin = _admin(servers)
     try:
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=config)])
+    finally:
+        admin.close()
+
+
+def _settings(servers: str, topic: str) -> Dict[str, str]:
+    admin = _admin(servers)
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                           config_filter="all")
+        return {k: (v.get("value") if isinstance(v, dict) else v)
+                for k, v in described["topic"][topic].items()}
     finally:
         admin.close()
 
@@ -286,39 +303,56 @@ class TestRetention:
         generation_replay(servers, topic, relation)
 
 
-KEYED_COMPACTED = """
-{{ config(materialized='table', unique_key='id', log_system='kafka',
+COMPACTED = """{{ config(materialized='table', unique_key='id', log_system='kafka',
           **{'kafka.topic-config.segment.ms': '100',
              'kafka.topic-config.min.cleanable.dirty.ratio': '0.01',
              'kafka.topic-config.delete.retention.ms': '100',
-             'kafka.topic-config.min.compaction.lag.ms': '0'}) }}
+             'kafka.topic-config.min.compaction.lag.ms': '0', %s}) }}
 select id, concat('v', cast({{ var('step') }} as string)) as version
 from range(0, 20 - {{ var('step') }}) as r(id)
 """
+FLINK_DEDUPLICATES = {"table.exec.source.cdc-events-duplicate": "true"}
 
 
 class TestCompaction:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"accounts.sql": KEYED_COMPACTED}
+        # a keyed log is compacted by default (lifecycle/retention.py); these roll segments fast
+        return {"accounts.sql": COMPACTED % "'log.format': 'debezium-json'",
+                "balances.sql": COMPACTED % "'log.format': 'json'"}
 
-    def test_a_compacted_keyed_log_still_replays_to_the_table(self, project, kafka_bootstrap_servers):
+    def test_a_compacted_keyed_log_still_replays_to_the_table(self, project, kafka_bootstrap_servers, flink):
         servers = kafka_bootstrap_servers
-        relation = topic = f"{project.test_schema}.accounts"
-        written = 0
+        topics = {m: f"{project.test_schema}.{m}" for m in ("accounts", "balances")}
+        assert _settings(servers, topics["accounts"])["cleanup.policy"] == "compact"
+        written = {m: 0 for m in topics}
         for step in range(1, 7):  # every row updated each run, one deleted
             results, _ = _run(project, step=step)
-            written += results[0].adapter_response["rows_mirrored"]
+            for result in results:
+                written[result.node.name] += result.adapter_response["rows_mirrored"]
             time.sleep(0.3)  # the next run's records roll the segment (segment.ms)
         deadline = time.monotonic() + 90  # the broker's log cleaner really compacts
-        while len(read_topic(servers, topic)) >= written:
+        while any(len(read_topic(servers, t)) >= written[m] for m, t in topics.items()):
             assert time.monotonic() < deadline, "the log cleaner compacted nothing"
             time.sleep(1)
-        assert len(read_topic(servers, topic)) < written
-        types, table = table_state(relation)
-        assert replay(confirmed(servers, topic, read_topic(servers, topic)), types) == table
-        assert logstore_statuses(project)["accounts"].agree  # our reader's replay too
-        assert table_properties(relation)  # and the table is as it was
+        types, table = table_state(topics["accounts"])
+        messages = confirmed(servers, topics["accounts"], read_topic(servers, topics["accounts"]))
+        assert replay(messages, types) == table  # the tests' own consumer
+        assert logstore_statuses(project)["accounts"].agree  # the package's reader
+        assert logstore_statuses(project)["balances"].agree
+        # Flink from the earliest offset: debezium-json with the key and Flink's de-duplication
+        # of CDC events (a compacted key starts with its latest update), and upsert-kafka
+        cases = {
+            "accounts": kafka_case("accounts", types, kafka_options(topics["accounts"], servers), ["id"]),
+            "balances": kafka_case("balances", types, upsert_kafka_options(topics["balances"], servers),
+                                   ["id"]),
+        }
+        cases["accounts"].config.update(FLINK_DEDUPLICATES)
+        results = flink.decode(list(cases.values()))
+        assert not _errors(results), _errors(results)
+        for model, case in cases.items():
+            state, _ = state_and_kinds(results, case, types)
+            assert state == table_state(topics[model])[1], model + differences(state, table_state(topics[model])[1])
 
 
 class TestANewClusterAtTheSameAddress:

@@ -186,6 +186,11 @@ class Decoder:
                     options.update(case.get("options") or {})
                 else:
                     options = dict(case["options"])
+                # the case's own table settings (e.g. 'table.exec.source.cdc-events-duplicate'),
+                # for its job only: the planner reads them as the SELECT is planned
+                config = self._t_env.get_config()
+                for key, value in (case.get("config") or {}).items():
+                    config.set(key, value)
                 columns = [f"{quote(n)} {t}" for n, t in case["columns"]]
                 if case.get("primary_key"):
                     columns.append("PRIMARY KEY (" + ", ".join(map(quote, case["primary_key"]))
@@ -195,6 +200,8 @@ class Decoder:
                     + ", ".join(f"{literal(k)} = {literal(v)}" for k, v in options.items()) + ")")
                 started[case["name"]] = self._t_env.execute_sql(f"SELECT * FROM {table}")
                 self._t_env.execute_sql(f"DROP TEMPORARY TABLE {table}")
+                for key in case.get("config") or {}:
+                    config.set(key, DEFAULT_CONFIG.get(key, "false"))
             except Exception as exc:  # a bad type or option: this case only
                 results[case["name"]] = {"error": error_text(exc)}
         for name, result in started.items():
@@ -232,6 +239,10 @@ class Decoder:
 
     def close(self):
         self._cluster.close()
+
+
+# what a case's own setting goes back to after its job (Flink's defaults)
+DEFAULT_CONFIG = {"table.exec.source.cdc-events-duplicate": "false"}
 
 
 def run_job(decoder, job_path, result_path):

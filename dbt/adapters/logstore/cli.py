@@ -1,22 +1,122 @@
 """`dbt-logstore` command: manage the embedded broker, read a logged model's changes, check
 that each logged model's table and log agree.
 
-A failure ends with one line on stderr, `error: ...`, saying what failed and what to do. Exit code
-2: the command line asks for what cannot be served (bad arguments or --vars, a model that is not
-logged); 1: it failed (the broker unreachable, a login refused, a topic missing). `--debug`
-shows the traceback before that line."""
+A failure ends with one line on stderr, `error: ...`, saying what failed and what to do. The
+arguments are checked before anything connects. Exit code 2: the command line asks for what
+cannot be served (bad arguments or --vars, no dbt project, a model that is not logged); 1: it
+failed (the broker unreachable, a login refused, a topic missing). `--debug` shows the traceback
+before that line."""
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, NoReturn, Optional
 
+from dbt.adapters.logstore.__version__ import version as __version__
 from dbt.adapters.logstore.broker import (
-    DEFAULT_HOST, DEFAULT_PORT, DEFAULT_STATE_DIR, BrokerError, EmbeddedBroker,
+    DEFAULT_HOST, DEFAULT_PORT, DEFAULT_STATE_DIR, BrokerError, EmbeddedBroker, listener, port_open,
 )
+
+USAGE_ERROR, FAILURE = 2, 1
+
+EXIT_CODES = """exit codes:
+  0  done (status: every table agrees with its log; broker status: a broker is running)
+  1  failed: the broker unreachable, a login refused, a topic missing (status: a table
+     disagrees with its log; broker status: no broker running)
+  2  the command line cannot be served: bad arguments or --vars, no dbt project, a model that
+     is not logged"""
+
+
+# --- the arguments, checked as they are parsed (argparse types: one line, exit code 2) ---------
+
+def bootstrap_servers(text: str) -> str:
+    """`host:port[,host:port]`, as Kafka takes it (a host name, an IPv4 address or a bracketed
+    IPv6 one, and a port from 1 to 65535), without spaces around the commas."""
+    example = "give host:port[,host:port], e.g. 127.0.0.1:9092"
+    servers = [s.strip() for s in text.split(",") if s.strip()]
+    if not servers:
+        raise argparse.ArgumentTypeError(f"{text!r} is empty: {example}")
+    for server in servers:
+        scheme = re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", server)
+        if scheme:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} has a scheme ({scheme.group(0)!r}): give host:port without it, e.g. "
+                f"{server[scheme.end():] or '127.0.0.1:9092'}")
+        match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\s\[\]/]*)(?::(.*))?", server)
+        if match is None:
+            raise argparse.ArgumentTypeError(f"{server!r} is not host:port: {example}")
+        host, port = match.group(1), match.group(2)
+        if port is None:
+            raise argparse.ArgumentTypeError(f"{server!r} has no port: {example}")
+        if not host:
+            raise argparse.ArgumentTypeError(f"{server!r} has no host: {example}")
+        if not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise argparse.ArgumentTypeError(
+                f"{server!r}: the port {port!r} is not a number from 1 to 65535")
+    return ",".join(servers)
+
+
+def port(text: str) -> int:
+    """A TCP port: 1 to 65535."""
+    if not (text.strip().isdigit() and 1 <= int(text) <= 65535):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give a number from 1 to 65535")
+    return int(text)
+
+
+def host(text: str) -> str:
+    """A host name or address to listen on, without a scheme or a port."""
+    if not text.strip() or "://" in text or any(c.isspace() for c in text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a host: give a host name or an address, e.g. {DEFAULT_HOST}")
+    return text.strip()
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds: a finite number, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        what = "negative" if value < 0 else "not a number of seconds"
+        raise argparse.ArgumentTypeError(f"{text!r} is {what}: give a number of seconds, 0 or "
+                                         f"more (e.g. 0.5)")
+    return value
+
+
+def _directory(text: str, what: str) -> str:
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist: give {what}")
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory: give {what}")
+    return str(path)
+
+
+def project_dir(text: str) -> str:
+    """--project-dir: a directory that exists (whether it holds a dbt project is said later,
+    naming the command's alternatives)."""
+    return _directory(text, "the directory of a dbt project (the one holding dbt_project.yml)")
+
+
+def profiles_dir(text: str) -> str:
+    """--profiles-dir: a directory that exists."""
+    return _directory(text, "the directory holding profiles.yml")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its errors one line like every other failure's: `error: ...`, exit
+    code 2 (argparse's own is two lines, the usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse says 'argument --port: ...': the option, as the user typed it
+        message = re.sub(r"^argument ([^:]+): ", r"\1 ", message).rstrip(".")
+        self.exit(USAGE_ERROR, f"error: {message} (see '{self.prog} --help').\n")
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -26,14 +126,30 @@ def _broker(args: argparse.Namespace) -> int:
             pid = broker.start()
             print(f"broker running at {broker.bootstrap_servers} (pid {pid}, pid file {broker.pid_file})")
         elif args.action == "stop":
-            stopped = broker.stop()
-            print(f"broker at {broker.bootstrap_servers} " + ("stopped" if stopped else "was not running"))
+            if broker.pid() is None:  # not this state dir's broker: whose is the port?
+                found = listener(broker.port)
+                if (found is not None and found.is_broker) or (
+                        found is None and port_open(broker.host, broker.port)):
+                    print(f"error: no pid file for port {broker.port} in {broker.state_dir}, but "
+                          f"{broker.elsewhere(found)}; nothing was stopped.", file=sys.stderr)
+                    return USAGE_ERROR
+                print(f"broker at {broker.bootstrap_servers} was not running (no pid file in "
+                      f"{broker.state_dir}; {broker.elsewhere(found)})")
+                return 0
+            broker.stop()
+            print(f"broker at {broker.bootstrap_servers} stopped")
         else:
             if broker.running():
                 print(f"broker running at {broker.bootstrap_servers} (pid {broker.pid()})")
-            else:
-                print(f"broker not running at {broker.bootstrap_servers}")
-                return 1
+                return 0
+            found = listener(broker.port)
+            if found is not None and found.is_broker:
+                print(f"broker running at {broker.bootstrap_servers} (pid {found.pid}), without a "
+                      f"pid file in {broker.state_dir}: {broker.elsewhere(found)}")
+                return 0
+            print(f"broker not running at {broker.bootstrap_servers} (no pid file in "
+                  f"{broker.state_dir}; {broker.elsewhere(found)})")
+            return 1
     except BrokerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -42,9 +158,6 @@ def _broker(args: argparse.Namespace) -> int:
 
 def _format_image(image: Optional[dict]) -> str:
     return "-" if image is None else json.dumps(image, ensure_ascii=False, default=str)
-
-
-USAGE_ERROR, FAILURE = 2, 1
 
 
 def parse_vars(text: Optional[str]) -> Dict[str, Any]:
@@ -98,21 +211,33 @@ def _project(args: argparse.Namespace) -> Any:
     return DbtProject(args.project_dir, args.profiles_dir, args.target, args.vars)
 
 
+def has_project(project_dir: str) -> bool:
+    return (Path(project_dir) / "dbt_project.yml").is_file()
+
+
 def _changes(args: argparse.Namespace) -> Iterator[Any]:
     """The changes `tail` prints: of a logged model of the dbt project (resolved through its
     manifest and profile), or of a topic named with --bootstrap-servers."""
-    from dbt.adapters.logstore.reader import StartPoint, UsageError, hybrid_read, read_changelog
+    from dbt.adapters.logstore.kafka.errors import CLI_SERVERS, with_servers_setting
+    from dbt.adapters.logstore.reader import (
+        StartPoint, UsageError, hybrid_read, read_changelog, topic_log,
+    )
 
     start = StartPoint.parse(args.start)
-    as_topic = args.bootstrap_servers is not None or not (Path(args.project_dir) / "dbt_project.yml").exists()
-    if as_topic:
+    if args.bootstrap_servers is not None:  # a topic
         if start.kind == "latest-full":
             raise UsageError("--from latest-full reads the table too: name a model of the dbt "
                              "project instead of a topic.")
-        yield from read_changelog(args.bootstrap_servers or f"{DEFAULT_HOST}:{DEFAULT_PORT}",
-                                  args.name, start=start, follow=args.follow,
+        log = with_servers_setting(topic_log(args.bootstrap_servers, args.name), CLI_SERVERS)
+        yield from read_changelog(log, start=start, follow=args.follow,
                                   normalize=args.normalize, idle_seconds=args.idle_seconds)
         return
+    if not has_project(args.project_dir):
+        raise UsageError(f"No dbt project at {Path(args.project_dir).resolve()} (no "
+                         f"dbt_project.yml) to find the model '{args.name}' in: run the command "
+                         f"in the project's directory or pass --project-dir, or read a topic of "
+                         f"that name with --bootstrap-servers HOST:PORT "
+                         f"(e.g. {DEFAULT_HOST}:{DEFAULT_PORT}).")
     project = _project(args)
     model = project.model(args.name)
     if model is None:
@@ -185,44 +310,67 @@ def _num(value: Optional[int]) -> str:
 
 
 def _project_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project-dir", default=".", help="the dbt project (default: .)")
-    parser.add_argument("--profiles-dir", default=None,
-                        help="as dbt: DBT_PROFILES_DIR, the project, then ~/.dbt")
-    parser.add_argument("--target", default=None)
+    parser.add_argument("--project-dir", default=".", type=project_dir,
+                        help="the dbt project's directory (default: .)")
+    parser.add_argument("--profiles-dir", default=None, type=profiles_dir,
+                        help="where profiles.yml is (default, as dbt: DBT_PROFILES_DIR, the "
+                             "project, then ~/.dbt)")
+    parser.add_argument("--target", default=None,
+                        help="the profile's target (default: the profile's own, as dbt)")
     parser.add_argument("--vars", default=None,
                         help="dbt vars, a YAML or JSON dictionary as dbt takes it: '{run: r1}'")
 
 
-def _examples(*lines: str) -> Dict[str, Any]:
-    """A subcommand's help ends with examples, laid out as written."""
-    return {"epilog": "examples:\n" + "\n".join(f"  {line}" for line in lines),
+def _examples(description: str, *lines: str) -> Dict[str, Any]:
+    """A subcommand's help: what it does and its exit codes first, examples at the end, laid out
+    as written."""
+    return {"description": description,
+            "epilog": "examples:\n" + "\n".join(f"  {line}" for line in lines),
             "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dbt-logstore", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="dbt-logstore", description=__doc__, epilog=EXIT_CODES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"dbt-logstore {__version__}",
+                        help="print the version of dbt-logstore and exit")
     debug_help = "on failure, show the traceback before the error line"
     parser.add_argument("--debug", action="store_true", help=debug_help)
     # also after the subcommand; SUPPRESS keeps a --debug given before it
-    debug = argparse.ArgumentParser(add_help=False)
+    debug = _Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
 
     broker = sub.add_parser(
         "broker", parents=[debug], help="start, stop or check the embedded development broker",
-        **_examples("dbt-logstore broker start --port 9092   # a broker at 127.0.0.1:9092",
+        **_examples("Start, stop or check the embedded development broker (tansu, memory "
+                    "storage; the broker extra).\n\nExit codes: 0 done (status: running); 1 "
+                    "failed (status: not running); 2 bad arguments, or stop without the "
+                    "--state-dir of the broker on the port.",
+                    "dbt-logstore broker start --port 9092   # a broker at 127.0.0.1:9092",
                     "dbt-logstore broker stop --port 9092    # stop it"))
-    broker.add_argument("action", choices=["start", "stop", "status"])
-    broker.add_argument("--host", default=DEFAULT_HOST)
-    broker.add_argument("--port", type=int, default=DEFAULT_PORT)
+    broker.add_argument("action", choices=["start", "stop", "status"],
+                        help="start: in the background (nothing if already running); stop: the "
+                             "broker of the pid file; status: running or not")
+    broker.add_argument("--host", default=DEFAULT_HOST, type=host,
+                        help=f"the address it listens on (default: {DEFAULT_HOST})")
+    broker.add_argument("--port", type=port, default=DEFAULT_PORT,
+                        help=f"the port it listens on (default: {DEFAULT_PORT}); stop and status "
+                             f"find the broker by it")
     broker.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR),
-                        help="where the pid file and broker log are kept")
+                        help="where the pid file and broker log are kept (default: "
+                             "LOGSTORE_STATE_DIR, else ~/.dbt-logstore); give stop and status "
+                             "the one start had")
     broker.set_defaults(func=_broker)
 
     tail = sub.add_parser(
         "tail", parents=[debug], help="print a logged model's (or a topic's) committed changes",
-        **_examples("dbt-logstore tail orders --from snapshot:3 --json   # a model of ./",
+        **_examples("Print a logged model's committed changes (a model of the dbt project), or "
+                    "a topic's (with --bootstrap-servers).\n\nExit codes: 0 done; 1 failed (the "
+                    "broker unreachable, a login refused, the topic missing); 2 bad arguments, "
+                    "no dbt project, a model that is not logged.",
+                    "dbt-logstore tail orders --from snapshot:3 --json   # a model of ./",
                     "dbt-logstore tail shop.orders --bootstrap-servers 127.0.0.1:9092"))
     tail.add_argument("name", metavar="MODEL|TOPIC",
                       help="a logged model of the dbt project, or a topic with --bootstrap-servers")
@@ -236,19 +384,25 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--normalize", action="store_true",
                       help="per key: drop repeats, give updates their before image (upsert and "
                            "eventual logs)")
-    tail.add_argument("--bootstrap-servers", default=None,
-                      help=f"read NAME as a topic on these servers (default without a project: "
-                           f"{DEFAULT_HOST}:{DEFAULT_PORT})")
+    tail.add_argument("--bootstrap-servers", default=None, type=bootstrap_servers,
+                      metavar="HOST:PORT[,HOST:PORT]",
+                      help=f"read the name as a topic on these Kafka servers (the embedded "
+                           f"broker: {DEFAULT_HOST}:{DEFAULT_PORT}), not as a model")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
-    tail.add_argument("--idle-seconds", type=float, default=1.0,
-                      help="without --follow: stop after this long without new records at the end")
+    tail.add_argument("--idle-seconds", type=seconds, default=1.0,
+                      help="without --follow: stop after this many seconds without new records "
+                           "at the end (default: 1; 0 or more)")
     _project_options(tail)
     tail.set_defaults(func=_tail)
 
     status = sub.add_parser(
         "status", parents=[debug], help="each logged model: topic, snapshots, records, and "
                                         "whether table and log agree (exit code 1 if not)",
-        **_examples("dbt-logstore status --verify   # also replay each log against its table",
+        **_examples("Each logged model of the dbt project: its topic, the table's and the log's "
+                    "snapshots, the records, and whether table and log agree.\n\nExit codes: 0 "
+                    "every table agrees with its log; 1 one does not, or a failure (the broker "
+                    "unreachable, ...); 2 bad arguments or --vars, no dbt project.",
+                    "dbt-logstore status --verify   # also replay each log against its table",
                     "dbt-logstore status --json --target prod --vars '{run: r1}'"))
     status.add_argument("--verify", action="store_true",
                         help="also compare content: replay each log against its table")
@@ -259,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)  # bad arguments: argparse's usage line, exit code 2
+    args = build_parser().parse_args(argv)  # bad arguments: one line (_Parser.error), exit code 2
     try:
         if hasattr(args, "vars"):
             args.vars = parse_vars(args.vars)

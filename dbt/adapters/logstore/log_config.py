@@ -17,8 +17,8 @@ from dbt.adapters.logstore.formats import FormatRefusal, connect_schema, debeziu
 from dbt.adapters.logstore.json_images import TIMESTAMP_ISO, TIMESTAMP_SQL, JsonImages
 from dbt.adapters.logstore.log_options import (
     CHANGELOG_MODES, CONSISTENCIES, EMIT_MODES, FORMATS, KEY_FORMATS, LOGGABLE_MATERIALIZATIONS,
-    LOGGABLE_STRATEGIES, ON_LOST, LogConfigError, check_known_keys, is_given, lookup, option_error,
-    pass_through, read_boolean, read_choice, read_client, read_duration_ms, read_format_options,
+    LOGGABLE_STRATEGIES, ON_LOST, LogConfigError, ProfileConfigError, check_known_keys, is_given,
+    lookup, option_error, pass_through, read_boolean, read_choice, read_client, read_duration_ms, read_format_options,
     read_parallelism,
     read_positive_int, read_system, read_timestamp_standard, read_unique_key,
     refuse_merge_only_options,
@@ -79,19 +79,28 @@ def node_config(node: Any) -> Dict[str, Any]:
 
 def check_all(nodes: Iterable[Any], resolve: Callable[[Any], Any]) -> None:
     """Resolve the log options of every node with a config, and fail naming every model whose
-    options are bad, in one error (so a project is fixed in one pass)."""
+    options are bad, in one error (so a project is fixed in one pass). A problem of the profile
+    (ProfileConfigError: every logged model has it) is named once, with its models."""
     errors = []
     writers: Dict[Tuple[str, str], List[str]] = {}  # (servers, topic) -> the models logging there
+    profile: Dict[str, List[str]] = {}  # a profile problem -> the models it stops
     for node in sorted(nodes, key=lambda n: str(node_field(n, "unique_id"))):
         if node_field(node, "config") is None:
             continue
         try:
             log = resolve(node)
+        except ProfileConfigError as exc:
+            profile.setdefault(exc.detail, []).append(exc.model)
+            continue
         except LogConfigError as exc:
             errors.append(str(exc.msg))
             continue
         if getattr(log, "enabled", False):
             writers.setdefault((str(log.bootstrap_servers), str(log.topic)), []).append(log.model)
+    for detail, models in profile.items():
+        named = f"Model '{models[0]}'" if len(models) == 1 else \
+            f"Models {', '.join(repr(m) for m in models)}"
+        errors.append(f"{named}: {detail}")
     for (_, topic), models in sorted(writers.items()):
         if len(models) > 1:  # e.g. two versions of a model given one 'kafka.topic'
             errors.append(
@@ -243,7 +252,7 @@ def resolve_log_config(
 ) -> LogConfig:
     """Resolve and validate the log options of one model from its raw config dict."""
     model = ref.name
-    check_known_keys(model, raw)
+    check_known_keys(model, raw, profile_client)
     system = read_system(model, raw)
     if system == "none":
         return LogConfig(model=model)
@@ -320,7 +329,8 @@ def resolve_log_config(
             f"'kafka.bootstrap.servers' (model config) nor 'kafka_bootstrap_servers' (profile) "
             f"is set. Allowed: a comma-separated list of host:port."
         )
-    client, topic_config = pass_through(model, raw, profile_properties or {})
+    client, topic_config = pass_through(model, raw, profile_properties or {},
+                                        read_client(model, profile_client))
     parallelism = read_parallelism(model, raw)
     timestamps_given = (is_given(raw, "log.timestamp-format.standard")
                         or is_given(raw, "log_timestamp_format_standard"))

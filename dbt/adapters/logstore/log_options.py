@@ -16,7 +16,12 @@ cannot be added without its reference.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+import difflib
+import importlib
+import re
+import textwrap
+from functools import lru_cache
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from dbt_common.exceptions import DbtConfigError
 
@@ -178,8 +183,15 @@ DESCRIPTIONS: Dict[str, str] = {
 
 CLIENT_PREFIXES = ("kafka.", "properties.")  # Paimon's and Amoro's pass-through prefixes
 TOPIC_CONFIG_PREFIX = "kafka.topic-config."
-# Prefixes that belong to this adapter: a key under them that is not known is a typo.
-OWN_PREFIXES = ("log.", "log_", "log-store.", "mixed-format.", "mixed_format_")
+# Prefixes that belong to this adapter: a key under them that is not known is a typo. (A key
+# under CLIENT_PREFIXES that is no option must be a property of the profile's Kafka client.)
+OWN_PREFIXES = ("log.", "log_", "log-store.", "mixed-format.", "mixed_format_", "kafka_")
+# Which client properties the Kafka clients take is known to the kafka sub-package, the one
+# place that imports a client library (tests/unit/test_import_graph.py): named here, as
+# log_system.BUILT_IN names the log system, and imported when a key needs it.
+CLIENT_PROPERTIES = "dbt.adapters.logstore.kafka.config"
+NO_SUCH_PROPERTY = "no such property"  # kafka.config.property_refusal's answer for a typo
+LIBRDKAFKA_PROPERTIES = "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
 
 # The keys that are not one option of SPELLINGS, for the reference (Markdown):
 # (the key as written, default, allowed, meaning).
@@ -191,11 +203,13 @@ OTHER_KEYS: Tuple[Tuple[str, str, str, str], ...] = (
     (f"`{TOPIC_CONFIG_PREFIX}<name>`", "none", "any topic setting",
      "Applied when the topic is created, e.g. `kafka.topic-config.cleanup.policy: compact`."),
     (" / ".join(f"`{prefix}<property>`" for prefix in CLIENT_PREFIXES), "none",
-     "kafka-python settings in Java spelling",
+     "a property of the profile's `kafka_client`: kafka-python's producer settings in Java "
+     "spelling, or librdkafka's (`confluent`)",
      "Passed to the Kafka client with the prefix stripped (`properties.` is Amoro's), e.g. "
      "`kafka.linger.ms: 5`, `kafka.transaction.timeout.ms: 120000`. A model setting wins over "
-     "the profile's `kafka_properties`. Keep secrets in the profile: model config is written to "
-     "`manifest.json`."),
+     "the profile's `kafka_properties`. A property the client does not have is an error at parse "
+     "time, in the model and in the profile alike. Keep secrets in the profile: model config is "
+     "written to `manifest.json`."),
     ("`unique_key` (dbt's own)", "none", "a column or a list of columns",
      "The record key. Keyed tables log inserts, updates and deletes per key."),
 )
@@ -203,6 +217,16 @@ OTHER_KEYS: Tuple[Tuple[str, str, str, str], ...] = (
 
 class LogConfigError(DbtConfigError):
     """A log option is invalid; the message names model, key, value and what is allowed."""
+
+
+class ProfileConfigError(LogConfigError):
+    """A setting of the profile is invalid: every logged model has the same problem, so
+    log_config.check_all names it once, with its models. `detail` is the message without the
+    model."""
+
+    def __init__(self, model: str, detail: str) -> None:
+        super().__init__(f"Model '{model}': {detail}")
+        self.model, self.detail = model, detail
 
 
 def option_error(model: str, key: str, value: Any, allowed: str) -> LogConfigError:
@@ -298,13 +322,26 @@ def read_client(model: str, value: Optional[str]) -> str:
 
 
 def read_unique_key(model: str, value: Any) -> Tuple[str, ...]:
+    """The unique_key columns as dbt reads the config: None, '' (or blanks) and [] are no key
+    (dbt's `{% if unique_key %}`); names are trimmed (dbt writes them into its SQL unquoted), and
+    a column named twice is one column (Spark's names are case-insensitive: the first spelling
+    is kept). A blank entry in a list names no column (dbt's merge would write
+    `DBT_INTERNAL_SOURCE. = ...`): an error, as is anything but a name or a list of names."""
     if value is None:
         return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise option_error(model, "unique_key", value, "a column name or a list of column names")
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(v, str) for v in names):
+        raise option_error(model, "unique_key", value, "a column name or a list of column names")
+    if isinstance(value, str) and not value.strip():
+        return ()
+    if any(not name.strip() for name in names):
+        raise option_error(model, "unique_key", value,
+                           "a column name or a list of column names, without blank entries "
+                           "('' or [] for no key)")
+    columns: Dict[str, str] = {}
+    for name in names:
+        columns.setdefault(name.strip().lower(), name.strip())
+    return tuple(columns.values())
 
 
 def read_system(model: str, raw: Mapping[str, Any]) -> str:
@@ -354,19 +391,171 @@ def refuse_merge_only_options(model: str, system: str, raw: Mapping[str, Any]) -
                 f"or turn the log off for this model (log.system: none).")
 
 
-def check_known_keys(model: str, raw: Mapping[str, Any]) -> None:
-    known = set(SPELLINGS) | {s for spellings in SPELLINGS.values() for s in spellings}
-    known |= {AMORO_ENABLED, AMORO_TYPE}
-    for key in raw:
-        if key.startswith(OWN_PREFIXES) and key not in known:
-            allowed = ", ".join(sorted(k for k in known if k.startswith(key.split(".")[0][:3])))
-            raise LogConfigError(f"Model '{model}': unknown config key '{key}'. Allowed: {allowed}.")
+def _family(key: str) -> str:
+    """The prefix `key` is under (the longest), or ''."""
+    return max((p for p in OWN_PREFIXES + CLIENT_PREFIXES if key.startswith(p)), key=len, default="")
 
 
-def pass_through(model: str, raw: Mapping[str, Any],
-                 profile_properties: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
-    """Client properties (`kafka.*`, `properties.*`, prefix stripped) and topic settings."""
-    client: Dict[str, str] = dict(profile_properties)
+@lru_cache(maxsize=None)
+def known_keys() -> Tuple[str, ...]:
+    """Every option's every spelling, and Amoro's switch."""
+    spelled = set(SPELLINGS) | {s for spellings in SPELLINGS.values() for s in spellings}
+    return tuple(sorted(spelled | {AMORO_ENABLED, AMORO_TYPE}))
+
+
+def wrapped(text: str, width: int = 100) -> str:
+    """`text` on lines of its own, indented, of at most `width` characters (a list of keys
+    printed whole would be one line of a thousand)."""
+    return "\n" + textwrap.fill(text, width=width, initial_indent="  ", subsequent_indent="  ",
+                                 break_on_hyphens=False, break_long_words=False)
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return " or ".join(f"'{n}'" for n in names)
+
+
+class _Client:
+    """What the profile's Kafka client takes (kafka/config.py, by name: see CLIENT_PROPERTIES)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.library = "librdkafka" if name == "confluent" else "kafka-python"
+        module = importlib.import_module(CLIENT_PROPERTIES)
+        self.refusal: Callable[[str, str, Any], Optional[str]] = module.property_refusal
+        self._names: Callable[[str], Tuple[str, ...]] = module.property_names
+
+    @property
+    def names(self) -> Tuple[str, ...]:
+        return self._names(self.name)
+
+    def check(self, name: str, value: Any) -> Optional[str]:
+        return self.refusal(self.name, name, value)
+
+    def allowed(self, prefix: str = "") -> str:
+        """The client's properties, for an 'Allowed' list (librdkafka's: where they are listed)."""
+        if self.name == "confluent":
+            return f"{prefix}<property> for a librdkafka property ({LIBRDKAFKA_PROPERTIES})"
+        return (f"{prefix}<property> for one of kafka-python's producer settings: "
+                + ", ".join(self.names))
+
+
+def _client(name: Optional[str]) -> Optional[_Client]:
+    """The profile's Kafka client, or None when its name is not one (read_client says so when
+    the model logs)."""
+    client = str(name or "kafka-python").strip().lower()
+    return _Client(client) if client in KAFKA_CLIENTS else None
+
+
+def suggestions(key: str, candidates: Sequence[str], preferred: Sequence[str] = ()) -> List[str]:
+    """The candidates closest to `key` (difflib), those of its own family first; `preferred`
+    (exact translations, e.g. `kafka_linger_ms` -> `kafka.linger.ms`) before all."""
+    close = difflib.get_close_matches(key, candidates, n=3, cutoff=0.75)
+    same = [c for c in close if _family(c) == _family(key)]
+    found = list(dict.fromkeys([*preferred, *(same or close)]))
+    return found[:2]
+
+
+def _unknown_key(key: str, value: Any, client: Optional[_Client]) -> Optional[str]:
+    """Why `key` (a model config key) is not one the adapter takes, or None when it is."""
+    if key in known_keys() or key.startswith(TOPIC_CONFIG_PREFIX):
+        return None
+    family = _family(key)
+    if not family:
+        return None  # not the adapter's: dbt's own, or another package's
+    candidates = list(known_keys())
+    preferred: List[str] = []
+    why = ""
+    if family in CLIENT_PREFIXES or family == "kafka_":
+        if client is None:
+            if family in CLIENT_PREFIXES:
+                return None  # the profile's client is not known: read_client fails the model
+        else:
+            name = key[len(family):]
+            if family in CLIENT_PREFIXES:
+                refusal = client.check(name, value)
+                if refusal is None:
+                    return None
+                if refusal != NO_SUCH_PROPERTY:
+                    return (f"config '{key}' (model config) passes '{name}' to {client.library}, "
+                            f"which refuses it: {refusal}. Allowed: leave it unset, or a value "
+                            f"{client.library} takes.")
+                why = f", and {client.library} has no property '{name}'"
+            candidates += [p + n for p in CLIENT_PREFIXES for n in client.names]
+            dotted = name.replace("_", ".")
+            if family == "kafka_" and client.check(dotted, None) is None:
+                preferred.append("kafka." + dotted)
+        topic_setting = re.fullmatch(r"topic[._-]?config[._-](.+)", key[len(family):])
+        if family != "properties." and topic_setting:
+            preferred.append(TOPIC_CONFIG_PREFIX + topic_setting.group(1))
+    found = suggestions(key, candidates, preferred)
+    text = f"unknown config key '{key}' (model config{why})."
+    if found:
+        return f"{text} Did you mean {_quoted(found)}?"
+    return f"{text} {_allowed_in_family(family, client)}"
+
+
+def _allowed_in_family(family: str, client: Optional[_Client]) -> str:
+    """The keys allowed under `family`, as a wrapped list (printed when no key is close)."""
+    own = [k for k in known_keys() if _family(k) == family]
+    if family in CLIENT_PREFIXES:
+        own += [TOPIC_CONFIG_PREFIX + "<name>"] if family == "kafka." else []
+        own.append(client.allowed(family) if client else f"{family}<property> for a Kafka "
+                                                          f"client property")
+        if len(own) > 1:
+            own[-1] = "and " + own[-1]
+    return f"Allowed under '{family}':" + wrapped(", ".join(own) + ".")
+
+
+def check_known_keys(model: str, raw: Mapping[str, Any], client: Optional[str] = None) -> None:
+    """Every key of the adapter's families (OWN_PREFIXES, and CLIENT_PREFIXES: a property of the
+    profile's Kafka client `client`) is an option, Amoro's switch, a topic setting or a
+    client property: otherwise one error names every bad key of the model, with the closest
+    keys ("did you mean"), or the keys allowed where none is close."""
+    taker = None
+    if any(_family(key) in CLIENT_PREFIXES + ("kafka_",) for key in raw):
+        taker = _client(client)
+    problems = [p for p in (_unknown_key(key, value, taker) for key, value in raw.items()) if p]
+    if len(problems) == 1:
+        raise LogConfigError(f"Model '{model}': {problems[0]}")
+    if problems:
+        raise LogConfigError(f"Model '{model}': {len(problems)} unknown config keys:"
+                             + "".join(f"\n  - {p}" for p in problems))
+
+
+def check_profile_properties(model: str, properties: Mapping[str, Any], client: str) -> None:
+    """The profile's `kafka_properties` are properties of its `kafka_client`."""
+    taker = _client(client)
+    if taker is None or not properties:
+        return
+    problems = []
+    for name, value in properties.items():
+        refusal = taker.check(str(name), value)
+        if refusal is None:
+            continue
+        if refusal != NO_SUCH_PROPERTY:
+            problems.append(f"Kafka client property '{name}' (profile 'kafka_properties') is "
+                            f"refused by {taker.library}: {refusal}.")
+            continue
+        found = suggestions(str(name), taker.names)
+        text = (f"unknown Kafka client property '{name}' (profile 'kafka_properties'): "
+                f"{taker.library} has no such property.")
+        problems.append(f"{text} Did you mean {_quoted(found)}?" if found
+                        else f"{text} Allowed:" + wrapped(taker.allowed() + "."))
+    if len(problems) == 1:
+        raise ProfileConfigError(model, problems[0])
+    if problems:
+        raise ProfileConfigError(model, f"{len(problems)} Kafka client properties of the profile "
+                                        f"are not taken:" + "".join(f"\n  - {p}" for p in problems))
+
+
+def pass_through(model: str, raw: Mapping[str, Any], profile_properties: Mapping[str, str],
+                 client: Optional[str] = None) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """Client properties (`kafka.*`, `properties.*`, prefix stripped) and topic settings; the
+    profile's `kafka_properties` must be properties of its Kafka client `client` (the model's
+    were checked by check_known_keys)."""
+    if client is not None:
+        check_profile_properties(model, profile_properties, client)
+    client_properties: Dict[str, str] = dict(profile_properties)
     from_model: Dict[str, str] = {}
     topic_config: Dict[str, str] = {}
     for key, value in raw.items():
@@ -384,8 +573,8 @@ def pass_through(model: str, raw: Mapping[str, Any],
                 f"Model '{model}': Kafka property '{name}' is given twice with different values "
                 f"('kafka.{name}' and 'properties.{name}'). Give it once.")
         from_model[name] = str(value)
-    client.update(from_model)  # the model's own setting wins over the profile default
-    return client, topic_config
+    client_properties.update(from_model)  # the model's own setting wins over the profile default
+    return client_properties, topic_config
 
 
 def read_format_options(model: str, raw: Mapping[str, Any], log_format: str) -> Dict[str, str]:
