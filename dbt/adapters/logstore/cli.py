@@ -24,6 +24,12 @@ from dbt.adapters.logstore.broker import (
 
 USAGE_ERROR, FAILURE = 2, 1
 
+DESCRIPTION = """Manage the embedded development broker, read a logged model's changes, check that
+each logged model's table and log agree.
+
+The arguments are checked before anything connects. A failure ends with one line on stderr,
+`error: ...`, saying what failed and what to do; --debug shows the traceback before it."""
+
 EXIT_CODES = """exit codes:
   0  done (status: every table agrees with its log; broker status: a broker is running)
   1  failed: the broker unreachable, a login refused, a topic missing (status: a table
@@ -330,7 +336,7 @@ def _examples(description: str, *lines: str) -> Dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dbt-logstore", description=__doc__, epilog=EXIT_CODES,
+    parser = _Parser(prog="dbt-logstore", description=DESCRIPTION, epilog=EXIT_CODES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dbt-logstore {__version__}",
                         help="print the version of dbt-logstore and exit")
@@ -339,15 +345,14 @@ def build_parser() -> argparse.ArgumentParser:
     # also after the subcommand; SUPPRESS keeps a --debug given before it
     debug = _Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                title="commands")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     broker = sub.add_parser(
         "broker", parents=[debug], help="start, stop or check the embedded development broker",
-        **_examples("Start, stop or check the embedded development broker (tansu, memory "
-                    "storage; the broker extra).\n\nExit codes: 0 done (status: running); 1 "
-                    "failed (status: not running); 2 bad arguments, or stop without the "
-                    "--state-dir of the broker on the port.",
+        **_examples("Start, stop or check the embedded development broker (tansu, memory\n"
+                    "storage; the broker extra), for development and tests.\n\n"
+                    "exit codes: 0 done (status: running); 1 failed (status: not running);\n"
+                    "2 bad arguments, or stop without the --state-dir of the broker on the port",
                     "dbt-logstore broker start --port 9092   # a broker at 127.0.0.1:9092",
                     "dbt-logstore broker stop --port 9092    # stop it"))
     broker.add_argument("action", choices=["start", "stop", "status"],
@@ -366,10 +371,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     tail = sub.add_parser(
         "tail", parents=[debug], help="print a logged model's (or a topic's) committed changes",
-        **_examples("Print a logged model's committed changes (a model of the dbt project), or "
-                    "a topic's (with --bootstrap-servers).\n\nExit codes: 0 done; 1 failed (the "
-                    "broker unreachable, a login refused, the topic missing); 2 bad arguments, "
-                    "no dbt project, a model that is not logged.",
+        **_examples("Print the committed changes of a logged model of the dbt project, or of a\n"
+                    "topic (with --bootstrap-servers).\n\n"
+                    "exit codes: 0 done; 1 failed (the broker unreachable, a login refused, the\n"
+                    "topic missing); 2 bad arguments or --vars, no dbt project, a model that is\n"
+                    "not logged",
                     "dbt-logstore tail orders --from snapshot:3 --json   # a model of ./",
                     "dbt-logstore tail shop.orders --bootstrap-servers 127.0.0.1:9092"))
     tail.add_argument("name", metavar="MODEL|TOPIC",
@@ -398,10 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser(
         "status", parents=[debug], help="each logged model: topic, snapshots, records, and "
                                         "whether table and log agree (exit code 1 if not)",
-        **_examples("Each logged model of the dbt project: its topic, the table's and the log's "
-                    "snapshots, the records, and whether table and log agree.\n\nExit codes: 0 "
-                    "every table agrees with its log; 1 one does not, or a failure (the broker "
-                    "unreachable, ...); 2 bad arguments or --vars, no dbt project.",
+        **_examples("Each logged model of the dbt project: its topic, the table's and the log's\n"
+                    "snapshots, the records, and whether table and log agree.\n\n"
+                    "exit codes: 0 every table agrees with its log; 1 one does not, or a failure\n"
+                    "(the broker unreachable, a login refused); 2 bad arguments or --vars, no dbt\n"
+                    "project",
                     "dbt-logstore status --verify   # also replay each log against its table",
                     "dbt-logstore status --json --target prod --vars '{run: r1}'"))
     status.add_argument("--verify", action="store_true",
