@@ -303,7 +303,8 @@ class TestTopicWhosePartitionCountChangedFails:
     @pytest.fixture(scope="class")
     def models(self):
         return {"widened.sql": "{{ config(materialized='table', unique_key='id', **{'log.system': 'kafka', "
-                               "'kafka.topic': 'widened_' ~ this.schema, 'log.system.partitions': 2}) }} "
+                               "'kafka.topic': 'widened_' ~ this.schema, 'log.system.partitions': 2, "
+                               "'log.on-lost': var('on_lost', 'fail')}) }} "
                                "select id from range({{ var('rows', 3) }}) as r(id)"}
 
     def test_partition_count_changed(self, project, kafka_bootstrap_servers):
@@ -320,9 +321,16 @@ class TestTopicWhosePartitionCountChangedFails:
             admin.create_topics([NewTopic(topic, 4, 1)])
         finally:
             admin.close()
+        # a topic created again is no longer the table's log (lifecycle/identity.py) ...
         out = failure_text(["run", "--vars", json.dumps({"rows": 5})])
+        assert f"the topic '{topic}' was deleted and created again" in out, out
+        assert "Nothing was changed" in out
+        relation = f"{project.test_schema}.widened"
+        assert spark().table(relation).count() == 3  # the table did not change
+        # ... and a log that goes on there still keeps its partition count
+        out = failure_text(["run", "--vars", json.dumps({"rows": 5, "on_lost": "restart"})])
         assert ("Model 'widened': topic '" + topic + "' now has 4 partitions, but its records were "
-                "written with 2") in out
+                "written with 2") in out, out
         assert "Allowed: keep it, or log to a new 'kafka.topic'" in out
         relation = f"{project.test_schema}.widened"
         assert spark().table(relation).count() == 3  # the table did not change

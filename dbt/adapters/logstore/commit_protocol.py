@@ -132,10 +132,15 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
     if resnapshot and table is None:
         raise DbtRuntimeError(f"Model '{log.model}': {target} is not a table yet; its first run "
                               f"starts its log with its rows.")
-    start = _generation_to_start(log, steps.logstore_assess_log(log, target, table), resnapshot)
+    assessment = steps.logstore_assess_log(log, target, table)
+    start = _generation_to_start(log, assessment, resnapshot)
     partitions = steps.logstore_prepare(log)
     log_starts = steps.logstore_log_is_new(log, existing, partitions) or (
         start is not None and table is not None)
+    if log_starts and start is None:
+        # a log that starts on a new topic starts its first generation there; recorded with the
+        # commit below, so that a run that dies before its log write is finished as such
+        start = assessment.next_start
     if leftover is not None:
         # a log that starts now starts from the table's rows: a failed run's change set is moot
         pending = steps.logstore_pending_changeset(leftover, existing, log_starts)

@@ -85,8 +85,9 @@ def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
     rebuild = (f"Rebuild this model from the upstream's table: dbt run --full-refresh --select "
                f"<this model>.")
     if position is not None and position.topic == topic:
-        restarted = [c for c in confirmations
-                     if c.snapshot > position.snapshot and c.generation_start is not None]
+        restarted = [c for c in confirmations  # a log's first generation is its start
+                     if c.snapshot > position.snapshot and c.generation_start is not None
+                     and (c.generation or 1) > 1]
         if restarted:
             raise ReaderError(
                 f"Upstream {upstream}'s log in '{topic}' started generation "

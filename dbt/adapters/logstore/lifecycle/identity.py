@@ -70,8 +70,10 @@ def assess(log: LogConfig, table_props: Optional[Mapping[str, str]], state: LogS
     reachable = generations.reachable(found, state.start_offsets)
     recorded_snapshot = int(props.get(SNAPSHOT_ID) or 0)
     last = confirmations[-1].snapshot if confirmations else 0
-    # numbers and snapshot ids go on from the table's and the log's, whichever is further
-    recorded_generation = int(props.get(GENERATION) or (1 if recorded_snapshot else 0))
+    # numbers and snapshot ids go on from the table's and the log's, whichever is further (a
+    # table's generations count in the topic it recorded; a new topic starts at generation 1)
+    same_topic = bool(props) and continues_log(log, props)
+    recorded_generation = int(props.get(GENERATION) or (1 if recorded_snapshot else 0)) if same_topic else 0
     next_start = GenerationStart(max(generations.numbers(confirmations), recorded_generation) + 1,
                                  max(recorded_snapshot, last), dict(state.end_offsets))
     common = dict(confirmations=tuple(confirmations), generations=tuple(found),
@@ -80,7 +82,7 @@ def assess(log: LogConfig, table_props: Optional[Mapping[str, str]], state: LogS
         return Assessment(finishing=True, **common)
     if not state.known:  # a log system that cannot observe its logs: nothing to compare
         return Assessment(**common)
-    logged_here = bool(props) and continues_log(log, props) and recorded_snapshot > 0
+    logged_here = same_topic and recorded_snapshot > 0
     if not logged_here:
         findings = _history(log, confirmations, table_props is not None)
         return Assessment(findings=tuple(findings), **common)
