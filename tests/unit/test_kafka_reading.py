@@ -148,9 +148,28 @@ def test_reading_to_the_end_stops_at_the_last_stable_offset(consumer, monkeypatc
 
     monkeypatch.setattr(FakeConsumer, "poll", counting)
     KafkaLogReader(log()).control_records()
-    assert len(calls) == 1  # the end is known before the read: no idle polls to find it
+    assert len(calls) == 1  # at the stable offset and the high watermark: no idle polls
     consumer.records = []
-    assert KafkaLogReader(log()).control_records() == [] and len(calls) == 1  # empty: no read
+    assert KafkaLogReader(log()).control_records() == [] and len(calls) == 2  # empty: one poll
+
+
+def test_a_transaction_left_open_ends_the_read_at_the_stable_offset(consumer, monkeypatch):
+    # Apache Kafka: records past the stable offset are not served to read_committed readers
+    consumer.records = [control(0), control(1), control(2)]
+    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps: {tp: 1 for tp in tps})
+    real_poll = FakeConsumer.poll
+
+    def up_to_stable(self, timeout_ms=0):
+        out = real_poll(self, timeout_ms)
+        for tp in list(out):
+            out[tp] = [m for m in out[tp] if m.offset < 1]
+            self.positions[tp] = min(self.positions[tp], 1)
+            if not out[tp]:
+                del out[tp]
+        return out
+
+    monkeypatch.setattr(FakeConsumer, "poll", up_to_stable)
+    assert [r.offset for r in KafkaLogReader(log()).control_records()] == [0]
 
 
 def test_without_a_known_end_reading_waits_for_empty_polls_at_the_high_watermark(consumer, monkeypatch):

@@ -285,6 +285,9 @@ class LogstoreAdapter(SparkAdapter):
         without changing anything (kept for the run: its ids are recorded with the snapshot)."""
         state = get_log_system(log.system).observe(log)
         self._run_state().log_state = state
+        logger.debug(f"{log.model}: the log as found: cluster {state.cluster_id}, topic "
+                     f"{state.topic_id} ({state.start_offsets} to {state.end_offsets}), control topic "
+                     f"{state.control_topic_id} ({len(state.control_records)} records), {state.settings}")
         props = self._table_properties(relation) if relation is not None else None
         table_id = log_snapshots.TableRef(str(target_relation.schema),
                                           str(target_relation.identifier)).writer_id

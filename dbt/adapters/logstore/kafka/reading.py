@@ -9,7 +9,8 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, client_config, consumer_config
-from dbt.adapters.logstore.kafka.errors import kafka_failure, servers_setting
+from dbt.adapters.logstore.kafka.errors import kafka_failure
+from dbt.adapters.logstore.log_address import servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_system import LogFeed, LogReader, LogRecord, ReaderError
 
@@ -69,22 +70,32 @@ class KafkaLogReader(LogReader):
                 return []
             control = TopicPartition(self.control_topic, 0)
             consumer.assign([control])
-            # its end as a read_committed reader sees it (the last stable offset): read to
-            # there, no idle polls; an empty topic needs no read at all
-            end = consumer.end_offsets([control]).get(control)
-            if end is not None and consumer.beginning_offsets([control]).get(control) == end:
-                return []
+            # Read to its end: past the last stable offset (what a read_committed reader may
+            # read) and the high watermark, in one or two polls. A transaction left open (a
+            # writer killed mid-commit, not fenced yet) holds the stable offset back on Apache
+            # Kafka: the records before it are all there is, and a few empty polls end the
+            # read. (The embedded broker reports a stable offset that lags: the high watermark
+            # and the empty polls decide there.)
+            stable = consumer.end_offsets([control]).get(control)
             consumer.seek_to_beginning(control)
             found: List[LogRecord] = []
             idle, deadline = 0, time.monotonic() + timeout_seconds
-            while idle < END_POLLS and (end is None or consumer.position(control) < end):
+            while idle < END_POLLS:
                 if time.monotonic() > deadline:
                     raise ReaderError(
                         f"Model '{self.model}': could not read the control topic "
                         f"'{self.control_topic}' to its end within {timeout_seconds:.0f} s")
                 batches = consumer.poll(timeout_ms=POLL_MS)
                 found.extend(_record(msg) for msg in batches.get(control, []))
-                idle = idle + 1 if (not batches and _caught_up(consumer, [control])) else 0
+                caught_up = _caught_up(consumer, [control])
+                if stable is None:  # no stable offset reported: empty polls at the high watermark
+                    idle = idle + 1 if (not batches and caught_up) else 0
+                    continue
+                at_stable = consumer.position(control) >= stable
+                if at_stable and caught_up:
+                    break  # at the high watermark: everything is read
+                fetched = consumer.highwater(control) is not None
+                idle = idle + 1 if (not batches and (caught_up or (at_stable and fetched))) else 0
             return found
         except KafkaError as exc:
             raise self.failure(exc) from exc
@@ -107,12 +118,17 @@ class KafkaLogReader(LogReader):
             consumer.close()
 
     def offsets(self) -> Tuple[Dict[int, int], Dict[int, int]]:
-        """Per data partition, the first offset still held and the offset after the last committed
-        record (LogState's start and end offsets)."""
-        from kafka import TopicPartition
+        """Per data partition, the first offset still held and its high watermark (LogState's
+        start and end offsets: what the broker holds, committed or not, so a transaction left
+        open does not make a topic look emptied)."""
+        from kafka import KafkaConsumer, TopicPartition
         from kafka.errors import KafkaError
 
-        consumer = self.consumer()
+        try:
+            consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
+                                     isolation_level="read_uncommitted", **self.config)
+        except KafkaError as exc:
+            raise self.failure(exc) from exc
         try:
             partitions = [TopicPartition(self.topic, p)
                           for p in sorted(consumer.partitions_for_topic(self.topic) or [])]
