@@ -172,3 +172,68 @@ class TestEveryBadModelInOnePass:
             assert "Model 'bad_view'" in out and "allowed materializations are table, incremental" in out
             assert "Model 'fine'" not in out
         assert not spark().catalog.tableExists(f"{project.test_schema}.fine")
+
+
+class TestTyposFailAtParseWithASuggestion:
+    """No silent typos: every misspelt key of the adapter's families fails `dbt parse`, naming
+    the model, the key, where it came from and the closest key, without a list of every key."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        def model(extra):
+            return "{{ config(materialized='table', log_system='kafka', " + extra + ") }} " + PLAIN
+
+        return {
+            "underscored.sql": model("kafka_topc='crm.typo2'"),
+            "dotted.sql": model("**{'kafka.topik': 'crm.typo'}"),
+            "amoro.sql": model("**{'properties.lingr.ms': '5'}"),
+            "option.sql": model("**{'log.consistancy': 'eventual'}"),
+            "fine.sql": model("**{'kafka.linger.ms': 5, 'properties.batch.size': 1024, "
+                              "'kafka.topic-config.cleanup.policy': 'delete'}"),
+        }
+
+    def test_parse(self, project):
+        out = failure_text(["parse"])
+        assert "4 models have an invalid log configuration" in out, out[-2000:]
+        assert ("Model 'underscored': unknown config key 'kafka_topc' (model config). "
+                "Did you mean 'kafka_topic'?") in out
+        assert ("Model 'dotted': unknown config key 'kafka.topik' (model config, and kafka-python "
+                "has no property 'topik'). Did you mean 'kafka.topic'?") in out
+        assert ("Model 'amoro': unknown config key 'properties.lingr.ms' (model config, and "
+                "kafka-python has no property 'lingr.ms'). Did you mean 'properties.linger.ms'?") in out
+        assert ("Model 'option': unknown config key 'log.consistancy' (model config). "
+                "Did you mean 'log.consistency'?") in out
+        assert "Allowed under" not in out and "log.system.partitions" not in out  # no list
+        assert "Model 'fine'" not in out and "kafka_properties" not in out
+
+
+class TestUniqueKeyAsDbtReadsIt:
+    """unique_key='' is no key, a column named twice is one key column, and a column the rows
+    lack fails in one sentence before the table changes."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {
+            "no_key.sql": "{{ config(materialized='table', log_system='kafka', unique_key='') }} " + PLAIN,
+            "twice.sql": "{{ config(materialized='table', log_system='kafka', "
+                         "unique_key=['id', 'id']) }} " + PLAIN,
+            "missing.sql": "{{ config(materialized='table', log_system='kafka', "
+                           "unique_key='idd') }} " + PLAIN,
+        }
+
+    def test_parse_and_run(self, project, kafka_bootstrap_servers):
+        run_dbt(["parse"])
+        run_dbt(["run", "-s", "no_key", "twice"])
+        schema = project.test_schema
+        assert table_properties(f"{schema}.no_key").get("log.key", "") == ""
+        assert [m.key for m in assert_contract(kafka_bootstrap_servers, f"{schema}.no_key",
+                                               f"{schema}.no_key")] == [None]
+        assert table_properties(f"{schema}.twice")["log.key"] == "id"
+        assert [m.key for m in assert_contract(kafka_bootstrap_servers, f"{schema}.twice",
+                                               f"{schema}.twice")] == [b'{"id":1}']
+
+    def test_a_missing_key_column(self, project):
+        out = failure_text(["run", "-s", "missing"])
+        assert ("Model 'missing': config 'unique_key' = ['idd'] names column 'idd', which the "
+                "model's rows do not have (allowed: id, name); nothing was changed.") in out
+        assert not spark().catalog.tableExists(f"{project.test_schema}.missing")

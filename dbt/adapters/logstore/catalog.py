@@ -43,6 +43,12 @@ class Catalog:
         """(name, Spark type) of each column."""
         return [(c.name, c.dtype) for c in self._get_columns(relation)]
 
+    def column_names(self, relation: Any) -> List[str]:
+        """The column names of a table given by its name as text (`columns` needs dbt's
+        relation object), read from an empty query of it."""
+        _, table = self._execute(f"select * from {relation} limit 0", fetch=True)
+        return [str(name) for name in table.column_names]
+
     def sibling(self, relation: Any, identifier: str) -> Optional[Any]:
         """The relation `identifier` in `relation`'s schema, if it exists."""
         return self._get_relation(relation.database, relation.schema, identifier)

@@ -1,7 +1,7 @@
 """The checks a logged run makes before its table commit, each failing with "Nothing was
-changed": a keyed log's one row per key, a change that fits in one Kafka record, a bare-rows
-log (`log.format: json`) given only inserts, columns a Kafka Connect envelope can describe, a
-catalog that keeps renamed partitions."""
+changed": a keyed log's key columns present and one row per key, a change that fits in one Kafka
+record, a bare-rows log (`log.format: json`) given only inserts, columns a Kafka Connect envelope
+can describe, a catalog that keeps renamed partitions."""
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
@@ -35,9 +35,26 @@ def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
         raise DbtRuntimeError(f"Model '{log.model}': {refusal} Nothing was changed.")
 
 
+def check_key_columns(log: LogConfig, columns: Sequence[str]) -> None:
+    """Every unique_key column is one of the new rows' `columns` (Spark's names are
+    case-insensitive): one sentence naming the missing ones, instead of Spark's UNRESOLVED_COLUMN
+    from the middle of the change-set query."""
+    have = {c.lower() for c in columns}
+    missing = [k for k in log.unique_key if k.lower() not in have]
+    if missing:
+        named = (f"column '{missing[0]}'" if len(missing) == 1
+                 else "columns " + ", ".join(f"'{m}'" for m in missing))
+        raise DbtRuntimeError(
+            f"Model '{log.model}': config 'unique_key' = {list(log.unique_key)} names {named}, "
+            f"which the model's rows do not have (allowed: {', '.join(columns)}); nothing was "
+            f"changed.")
+
+
 def check_columns(log: LogConfig, columns: Sequence[Tuple[str, str]]) -> None:
-    """Every column of the new rows can be written in the log's format: in Kafka Connect's
-    envelope, each needs a Connect schema (the mirror, after the commit, could not write it)."""
+    """The unique_key columns are among the new rows' columns (check_key_columns), and every
+    column can be written in the log's format: in Kafka Connect's envelope, each needs a Connect
+    schema (the mirror, after the commit, could not write it)."""
+    check_key_columns(log, [name for name, _ in columns])
     if not connect_schema.included(log.format_options):
         return
     unsupported = connect_schema.without_schema(columns)
@@ -55,6 +72,7 @@ def check_unique(catalog: Catalog, log: LogConfig, relation: str, appended_to: O
     or (append) bring a key the table already has."""
     if not log.keyed:
         return
+    check_key_columns(log, catalog.column_names(relation))
     checks = [changes.duplicate_keys_sql(relation, log.unique_key)]
     if appended_to is not None:
         checks.append(changes.existing_keys_sql(relation, appended_to, log.unique_key))

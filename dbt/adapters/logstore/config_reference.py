@@ -133,10 +133,14 @@ def render_model_options() -> str:
 
 def render_other_keys() -> str:
     prefixes = ", ".join(code(p) for p in log_options.OWN_PREFIXES[:-1])
+    clients = " or ".join(code(f"{p}<property>") for p in log_options.CLIENT_PREFIXES)
     return (table(("key", "default", "allowed", "meaning"),
                   [(r.key, r.default, r.allowed, r.meaning) for r in other_key_rows()])
             + f"\nAny other key under {prefixes} or {code(log_options.OWN_PREFIXES[-1])} is an "
-              f"error. This catches typos such as `log.sytem.partitions`.\n")
+              f"error, and so is a {clients} that the profile's `kafka_client` does not have "
+              f"(in the profile's `kafka_properties` too). This catches typos such as "
+              f"`log.sytem.partitions`, `kafka_topc` or `kafka.lingr.ms` at parse time; the "
+              f"error suggests the closest keys.\n")
 
 
 def render_profile_fields() -> str:

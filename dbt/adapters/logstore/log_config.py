@@ -82,7 +82,7 @@ def check_all(nodes: Iterable[Any], resolve: Callable[[Any], Any]) -> None:
     options are bad, in one error (so a project is fixed in one pass). A problem of the profile
     (ProfileConfigError: every logged model has it) is named once, with its models."""
     errors = []
-    bad = set()  # the models named
+    bad = 0  # the models named (a node fails once at most: none is counted twice)
     writers: Dict[Tuple[str, str], List[str]] = {}  # (servers, topic) -> the models logging there
     profile: Dict[str, List[str]] = {}  # a profile problem -> the models it stops
     for node in sorted(nodes, key=lambda n: str(node_field(n, "unique_id"))):
@@ -95,7 +95,7 @@ def check_all(nodes: Iterable[Any], resolve: Callable[[Any], Any]) -> None:
             continue
         except LogConfigError as exc:
             errors.append(str(exc.msg))
-            bad.add(str(node_field(node, "unique_id")))
+            bad += 1
             continue
         if getattr(log, "enabled", False):
             writers.setdefault((str(log.bootstrap_servers), str(log.topic)), []).append(log.model)
@@ -103,18 +103,18 @@ def check_all(nodes: Iterable[Any], resolve: Callable[[Any], Any]) -> None:
         named = f"Model '{models[0]}'" if len(models) == 1 else \
             f"Models {', '.join(repr(m) for m in models)}"
         errors.append(f"{named}: {detail}")
-        bad.update(models)
+        bad += len(models)
     for (_, topic), models in sorted(writers.items()):
         if len(models) > 1:  # e.g. two versions of a model given one 'kafka.topic'
             errors.append(
                 f"Models {', '.join(repr(m) for m in models)} all log to topic '{topic}'; a topic "
                 f"holds the log of one table (consumers could not tell their rows apart). Allowed: "
                 f"a 'kafka.topic' of its own for each (the default, '<schema>.<alias>', is).")
-            bad.update(models)
+            bad += len(models)
     if len(errors) == 1:
         raise LogConfigError(errors[0])
     if errors:
-        raise LogConfigError(f"{len(bad)} models have an invalid log configuration:\n"
+        raise LogConfigError(f"{bad} models have an invalid log configuration:\n"
                              + "\n".join(f"- {e}" for e in errors))
 
 

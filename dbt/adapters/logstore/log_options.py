@@ -7,7 +7,9 @@ spelling (`log_system`) and, where Amoro has one, in Amoro's spelling (`log-stor
 their prefix stripped (`kafka.linger.ms`, Amoro's `properties.linger.ms`), and topic settings
 for creation come from `kafka.topic-config.*`. The readers (`read_choice`, `read_boolean`, ...) are
 called by log_config.resolve_log_config; every error names the model, the key, the value and
-what is allowed.
+what is allowed. No key of the adapter's families is ignored (check_known_keys): one that is no
+option, and a client property the profile's Kafka client does not have (model config or the
+profile's `kafka_properties`), is an error suggesting the closest keys.
 
 What each option means (DESCRIPTIONS, and the formats' FormatOption.meaning), the values it
 takes (ALLOWED) and the defaults that depend on the model (DEFAULTS_SHOWN) are here too: the
@@ -211,7 +213,9 @@ OTHER_KEYS: Tuple[Tuple[str, str, str, str], ...] = (
      "time, in the model and in the profile alike. Keep secrets in the profile: model config is "
      "written to `manifest.json`."),
     ("`unique_key` (dbt's own)", "none", "a column or a list of columns",
-     "The record key. Keyed tables log inserts, updates and deletes per key."),
+     "The record key. Keyed tables log inserts, updates and deletes per key. Read as dbt reads "
+     "it: `''` and `[]` are no key, and a column named twice is one column; a blank entry in a "
+     "list is an error, and so (before the table changes) is a column the model's rows lack."),
 )
 
 
@@ -447,12 +451,16 @@ def _client(name: Optional[str]) -> Optional[_Client]:
 
 
 def suggestions(key: str, candidates: Sequence[str], preferred: Sequence[str] = ()) -> List[str]:
-    """The candidates closest to `key` (difflib), those of its own family first; `preferred`
-    (exact translations, e.g. `kafka_linger_ms` -> `kafka.linger.ms`) before all."""
-    close = difflib.get_close_matches(key, candidates, n=3, cutoff=0.75)
-    same = [c for c in close if _family(c) == _family(key)]
-    found = list(dict.fromkeys([*preferred, *(same or close)]))
-    return found[:2]
+    """At most two candidates close to `key` (difflib.get_close_matches): first those of its own
+    family, compared without the prefix they share (which would make any two `properties.` keys
+    look alike), then any; `preferred` (exact translations, such as `kafka_linger_ms` ->
+    `kafka.linger.ms`) before all."""
+    family = _family(key)
+    rests = {c[len(family):]: c for c in candidates if family and _family(c) == family}
+    close = [rests[r] for r in difflib.get_close_matches(key[len(family):], rests, n=2, cutoff=0.75)]
+    if not close:
+        close = difflib.get_close_matches(key, candidates, n=2, cutoff=0.75)
+    return list(dict.fromkeys([*preferred, *close]))[:2]
 
 
 def _unknown_key(key: str, value: Any, client: Optional[_Client]) -> Optional[str]:
@@ -534,7 +542,8 @@ def check_profile_properties(model: str, properties: Mapping[str, Any], client: 
             continue
         if refusal != NO_SUCH_PROPERTY:
             problems.append(f"Kafka client property '{name}' (profile 'kafka_properties') is "
-                            f"refused by {taker.library}: {refusal}.")
+                            f"refused by {taker.library}: {refusal}. Allowed: a value "
+                            f"{taker.library} takes.")
             continue
         found = suggestions(str(name), taker.names)
         text = (f"unknown Kafka client property '{name}' (profile 'kafka_properties'): "

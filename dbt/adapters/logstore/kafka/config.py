@@ -189,7 +189,9 @@ def librdkafka_name(name: str) -> str:
 
 @lru_cache(maxsize=None)
 def _kafka_python_settings() -> FrozenSet[str]:
-    from kafka import KafkaProducer
+    # from its own module: the answer is cached, so it is the library's, whatever stands in
+    # for `kafka.KafkaProducer` (tests put fakes there)
+    from kafka.producer.kafka import KafkaProducer
 
     return frozenset(KafkaProducer.DEFAULT_CONFIG) - _OBJECT_SETTINGS
 
@@ -198,8 +200,8 @@ def _kafka_python_settings() -> FrozenSet[str]:
 def _librdkafka_refusal(name: str, value: Optional[str]) -> Optional[str]:
     """Set `name` (then a property that does not exist) on a librdkafka configuration: the
     error names the first it refuses, and no client is started either way."""
-    try:
-        from confluent_kafka import Producer
+    try:  # the C extension's own class, not what stands in for `confluent_kafka.Producer`
+        from confluent_kafka.cimpl import Producer
     except ImportError:  # the run says how to install it; nothing to check against here
         return None
     try:
@@ -211,11 +213,11 @@ def _librdkafka_refusal(name: str, value: Optional[str]) -> Optional[str]:
             return None
         if "No such configuration property" in text:
             return NO_SUCH_PROPERTY
-        if value is None and text.startswith("Invalid value"):
-            return None  # the name alone was asked about: it is a property
+        if value is None:
+            return None  # the name alone was asked about: it is a property (refused empty)
         if value and any(word in name.lower() for word in _SECRET_WORDS):
             text = text.replace(value, "***")
-        return text.rstrip(".")
+        return text.strip().rstrip(".")
     return None  # not reached: the probe property does not exist
 
 
