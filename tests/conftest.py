@@ -114,6 +114,7 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_microbatch",  # ~190 s
     "test_faults_early",  # ~170 s
     "test_local_cluster",  # ~150 s
+    "test_install",  # ~90 s alone, 2026-11-27: make wheel, a fresh venv from pip's cache, dbt debug and run
     "test_live_spark",  # ~140 s
     "test_live_flink",  # ~130 s
     "test_seeds",  # ~125 s

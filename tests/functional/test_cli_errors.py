@@ -1,19 +1,24 @@
 """`dbt-logstore` failing as a user meets it, run as a subprocess: each failure ends with one line
 on stderr that says what failed and what to do, with no traceback; exit code 2 for a command line
-that cannot be served (bad --vars, a model that is not there or not logged), 1 for a failure (no
-broker answers, the login is refused, the topic is missing).
+that cannot be served (bad arguments or --vars, no dbt project, a model that is not there or not
+logged, a broker stopped without its --state-dir), 1 for a failure (no broker answers, the login
+is refused, the topic is missing). The arguments are checked before anything connects: those
+failures take no broker's timeout.
 
 The dbt project is only parsed, never run (no Spark session starts): so its logged model's topic
 does not exist. The login is refused by a SASL/SCRAM Apache Kafka node of this module's own (the
 harness of test_kafka_security.py)."""
+import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from dbt.adapters.logstore.broker import free_port
+from dbt.adapters.logstore.__version__ import version
+from dbt.adapters.logstore.broker import free_port, port_open
 from tests.functional.fault_project import write_project
 from tests.functional.test_kafka_security import sasl_properties
 from tests.kafka_cluster import KafkaCluster
@@ -35,8 +40,9 @@ def make_project(root: Path, bootstrap_servers: str, **kafka_properties: str) ->
     return root
 
 
-def dbt_logstore(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
+def dbt_logstore(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def error_line(result: subprocess.CompletedProcess, exit_code: int) -> str:
@@ -85,10 +91,121 @@ def test_topic_missing(project, kafka_bootstrap_servers):
 
 
 def test_broker_unreachable():
+    """The servers came from --bootstrap-servers: the line says to check that option."""
     closed = f"127.0.0.1:{free_port()}"
     line = error_line(dbt_logstore("tail", "shop.orders", "--bootstrap-servers", closed), 1)
     assert f"Kafka at '{closed}': unreachable: no broker answered" in line
-    assert "Check kafka.bootstrap.servers" in line
+    assert "Check --bootstrap-servers (host and port)" in line
+    assert "kafka.bootstrap.servers" not in line
+    assert line.count("KafkaTimeoutError") == 1  # not 'KafkaTimeoutError: KafkaTimeoutError: ...'
+
+
+def test_broker_of_the_profile_unreachable(tmp_path):
+    """A model whose servers came from the profile's kafka_bootstrap_servers: that is the setting
+    the line names."""
+    closed = f"127.0.0.1:{free_port()}"
+    root = make_project(tmp_path, closed)
+    line = error_line(dbt_logstore("tail", "orders", "--project-dir", str(root)), 1)
+    assert f"Model 'orders': Kafka at '{closed}': unreachable" in line
+    assert "Check the profile's kafka_bootstrap_servers (host and port)" in line
+    assert line.count("KafkaTimeoutError") == 1
+
+
+# the arguments, checked before anything connects (exit code 2, at once)
+
+def fails_at_once(*args: str, cwd=None) -> str:
+    started = time.monotonic()
+    line = error_line(dbt_logstore(*args, cwd=cwd), 2)
+    assert time.monotonic() - started < 30  # no broker's timeout (the unreachable one takes ~15 s)
+    return line
+
+
+@pytest.mark.parametrize("servers, says", [
+    ("", "--bootstrap-servers '' is empty: give host:port[,host:port], e.g. 127.0.0.1:9092"),
+    ("127.0.0.1:notaport", "--bootstrap-servers '127.0.0.1:notaport': the port 'notaport' is not "
+                           "a number from 1 to 65535"),
+    ("kafka://127.0.0.1:9092", "--bootstrap-servers 'kafka://127.0.0.1:9092' has a scheme "
+                               "('kafka://'): give host:port without it, e.g. 127.0.0.1:9092"),
+    ("127.0.0.1", "--bootstrap-servers '127.0.0.1' has no port"),
+])
+def test_bad_bootstrap_servers(servers, says):
+    line = fails_at_once("tail", "shop.orders", "--bootstrap-servers", servers)
+    assert line.startswith(f"error: {says}") and line.endswith("see 'dbt-logstore tail --help'.")
+
+
+@pytest.mark.parametrize("command", [["tail", "orders"], ["status"]])
+def test_project_dir_missing(tmp_path, command):
+    missing = str(tmp_path / "no_such_project")
+    line = fails_at_once(*command, "--project-dir", missing)
+    assert f"--project-dir '{missing}' does not exist: give the directory of a dbt project" in line
+
+
+def test_tail_outside_a_project(tmp_path):
+    """`tail customers` where there is no dbt project: said at once, not after a Kafka timeout."""
+    line = fails_at_once("tail", "customers", cwd=tmp_path)
+    assert f"No dbt project at {tmp_path.resolve()} (no dbt_project.yml)" in line
+    assert "'customers'" in line and "--project-dir" in line and "--bootstrap-servers" in line
+
+
+def test_status_outside_a_project(tmp_path):
+    line = fails_at_once("status", cwd=tmp_path)
+    assert f"No dbt project at {tmp_path.resolve()} (no dbt_project.yml)" in line
+    assert "--project-dir" in line and "--bootstrap-servers" not in line  # status has no such option
+
+
+@pytest.mark.parametrize("args, says", [
+    (["tail", "t", "--bootstrap-servers", "127.0.0.1:9092", "--idle-seconds", "-5"],
+     "--idle-seconds '-5' is negative: give a number of seconds, 0 or more"),
+    (["broker", "status", "--port", "-1"], "--port '-1' is not a port: give a number from 1 to 65535"),
+    (["broker", "start", "--port", "99999"], "--port '99999' is not a port"),
+])
+def test_bad_numbers(args, says):
+    assert says in fails_at_once(*args)
+
+
+def test_version():
+    result = dbt_logstore("--version")
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout == f"dbt-logstore {version}\n"
+
+
+@pytest.mark.parametrize("command, says", [
+    ([], ["exit codes:", "--version", "--debug"]),
+    (["broker"], ["exit codes:", "start: in the background", "--host HOST  ", "--port PORT  ",
+                  "where the pid file and broker log are kept"]),
+    (["tail"], ["exit codes:", "--bootstrap-servers HOST:PORT", "--target TARGET  "]),
+    (["status"], ["exit codes:", "--project-dir PROJECT_DIR", "--target TARGET  "]),
+])
+def test_help(command, says):
+    result = dbt_logstore(*command, "--help")
+    assert result.returncode == 0 and result.stderr == ""
+    for text in says:
+        assert text in result.stdout, text
+
+
+def test_broker_stop_and_status_without_its_state_dir(tmp_path):
+    """A broker started with --state-dir, then stopped or asked about without it: the command
+    finds the broker on the port and names the --state-dir to pass; nothing is stopped."""
+    port, started_in = str(free_port()), tmp_path / "started_in"
+    default = {"LOGSTORE_STATE_DIR": str(tmp_path / "default")}  # the default state dir, empty
+    started = dbt_logstore("broker", "start", "--port", port, "--state-dir", str(started_in))
+    assert started.returncode == 0, started.stderr
+    try:
+        line = error_line(dbt_logstore("broker", "stop", "--port", port, env=default), 2)
+        assert f"no pid file for port {port} in {tmp_path / 'default'}" in line
+        assert f"an embedded broker started with --state-dir {started_in} serves port {port}" in line
+        assert f"pass --state-dir {started_in}; nothing was stopped." in line
+        assert port_open("127.0.0.1", int(port))
+
+        status = dbt_logstore("broker", "status", "--port", port, env=default)
+        assert status.returncode == 0 and status.stderr == ""
+        assert status.stdout.startswith(f"broker running at 127.0.0.1:{port} (pid ")
+        assert f"pass --state-dir {started_in}" in status.stdout
+        print(f"\n{line}\n{status.stdout.strip()}")
+    finally:
+        stopped = dbt_logstore("broker", "stop", "--port", port, "--state-dir", str(started_in))
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not port_open("127.0.0.1", int(port))
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,16 @@
 """The CLI: argument parsing and commands that need no running broker."""
+import argparse
 import json
+import os
 import socket
 
 import pytest
 
 from dbt.adapters.logstore import cli, reader
-from dbt.adapters.logstore.broker import DEFAULT_HOST, DEFAULT_PORT, free_port
+from dbt.adapters.logstore.__version__ import version
+from dbt.adapters.logstore.broker import DEFAULT_HOST, DEFAULT_PORT, Listener, free_port, listener
 from dbt.adapters.logstore.cli import build_parser, main
+from dbt.adapters.logstore.log_address import CLI_SERVERS, servers_setting
 from dbt.adapters.logstore.replay import ChangeRecord
 
 
@@ -38,20 +42,154 @@ def test_parse_tail_json():
     assert args.func is cli._tail
 
 
-def test_parse_tail_options():
-    args = build_parser().parse_args(["tail", "t", "--bootstrap-servers", "h:1,h:2",
+def test_parse_tail_options(tmp_path):
+    args = build_parser().parse_args(["tail", "t", "--bootstrap-servers", "h:1, h:2",
                                       "--idle-seconds", "0.25", "--from", "snapshot:3", "-f",
-                                      "--normalize", "--project-dir", "p", "--target", "prod"])
+                                      "--normalize", "--project-dir", str(tmp_path),
+                                      "--target", "prod"])
     assert args.json is False
     assert args.bootstrap_servers == "h:1,h:2"
     assert args.idle_seconds == 0.25
     assert args.start == "snapshot:3" and args.follow and args.normalize
-    assert args.project_dir == "p" and args.target == "prod"
+    assert args.project_dir == str(tmp_path) and args.target == "prod"
 
 
-def test_parse_status():
-    args = build_parser().parse_args(["status", "--verify", "--project-dir", "p"])
-    assert args.func is cli._status and args.verify and args.project_dir == "p"
+def test_parse_status(tmp_path):
+    args = build_parser().parse_args(["status", "--verify", "--project-dir", str(tmp_path)])
+    assert args.func is cli._status and args.verify and args.project_dir == str(tmp_path)
+
+
+# the arguments' checks (argparse types): before anything connects
+
+@pytest.mark.parametrize("text, expected", [
+    ("127.0.0.1:9092", "127.0.0.1:9092"),
+    ("kafka1:9092,kafka2:9093", "kafka1:9092,kafka2:9093"),
+    (" h:1 , h:2 ,", "h:1,h:2"),
+    ("[::1]:9092", "[::1]:9092"),
+    ("broker-1.example.com:65535", "broker-1.example.com:65535"),
+])
+def test_bootstrap_servers(text, expected):
+    assert cli.bootstrap_servers(text) == expected
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "'' is empty: give host:port[,host:port], e.g. 127.0.0.1:9092"),
+    (" , ", "is empty"),
+    ("127.0.0.1:notaport", "'127.0.0.1:notaport': the port 'notaport' is not a number from 1 to 65535"),
+    ("h:0", "the port '0' is not a number from 1 to 65535"),
+    ("h:70000", "the port '70000' is not a number from 1 to 65535"),
+    ("h:", "the port '' is not a number"),
+    ("kafka://h:9092", "has a scheme ('kafka://'): give host:port without it, e.g. h:9092"),
+    ("PLAINTEXT://h:9092", "has a scheme ('PLAINTEXT://')"),
+    ("localhost", "'localhost' has no port"),
+    ("h:1,h2", "'h2' has no port"),
+    (":9092", "':9092' has no host"),
+    ("h:1:2", "the port '1:2' is not a number"),
+    ("my host:9092", "is not host:port"),
+])
+def test_bad_bootstrap_servers(text, says):
+    with pytest.raises(argparse.ArgumentTypeError) as info:
+        cli.bootstrap_servers(text)
+    assert says in str(info.value)
+
+
+@pytest.mark.parametrize("text, expected", [("1", 1), ("9092", 9092), ("65535", 65535)])
+def test_port(text, expected):
+    assert cli.port(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "65536", "-1", "abc", "", "9092.0"])
+def test_bad_port(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a port: give a number from 1 to 65535"):
+        cli.port(text)
+
+
+@pytest.mark.parametrize("text, expected", [("0", 0.0), ("0.25", 0.25), ("5", 5.0), ("1e1", 10.0)])
+def test_seconds(text, expected):
+    assert cli.seconds(text) == expected
+
+
+@pytest.mark.parametrize("text, what", [("-5", "is negative"), ("-0.1", "is negative"),
+                                        ("soon", "is not a number of seconds"),
+                                        ("nan", "is not a number of seconds"),
+                                        ("inf", "is not a number of seconds")])
+def test_bad_seconds(text, what):
+    with pytest.raises(argparse.ArgumentTypeError, match=f"'{text}' {what}: give a number of seconds, 0 or more"):
+        cli.seconds(text)
+
+
+def test_host():
+    assert cli.host(" localhost ") == "localhost"
+    for bad in ("", " ", "tcp://h", "a b"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a host"):
+            cli.host(bad)
+
+
+def test_directories(tmp_path):
+    assert cli.project_dir(str(tmp_path)) == str(tmp_path)
+    assert cli.profiles_dir(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(argparse.ArgumentTypeError, match="does not exist: give the directory of a dbt project"):
+        cli.project_dir(str(tmp_path / "nosuch"))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a directory"):
+        cli.project_dir(str(tmp_path / "file"))
+    with pytest.raises(argparse.ArgumentTypeError, match="does not exist: give the directory holding profiles.yml"):
+        cli.profiles_dir(str(tmp_path / "nosuch"))
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["tail", "t", "--bootstrap-servers", "127.0.0.1:notaport"],
+     "error: --bootstrap-servers '127.0.0.1:notaport': the port 'notaport' is not a number from 1 "
+     "to 65535; see 'dbt-logstore tail --help'."),
+    (["tail", "t", "--idle-seconds", "-5"],
+     "error: --idle-seconds '-5' is negative: give a number of seconds, 0 or more (e.g. 0.5); see "
+     "'dbt-logstore tail --help'."),
+    (["broker", "start", "--port", "abc"],
+     "error: --port 'abc' is not a port: give a number from 1 to 65535; see 'dbt-logstore broker --help'."),
+    (["broker", "restart"],
+     "error: action: invalid choice: 'restart' (choose from 'start', 'stop', 'status'); see "
+     "'dbt-logstore broker --help'."),
+    (["tail"], "error: the following arguments are required: MODEL|TOPIC; see 'dbt-logstore tail --help'."),
+    (["status", "--project-dir", "/no/such/dir"],
+     "error: --project-dir '/no/such/dir' does not exist: give the directory of a dbt project (the "
+     "one holding dbt_project.yml); see 'dbt-logstore status --help'."),
+])
+def test_bad_arguments_are_one_line_and_exit_code_2(argv, line, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [line]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"dbt-logstore {version}\n"
+
+
+def _parsers(parser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_argument_has_help():
+    for parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"{parser.prog} {action.dest} has no help"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["broker", "--help"], ["tail", "--help"],
+                                  ["status", "--help"]])
+def test_help_names_the_exit_codes(argv, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "exit codes:" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [[], ["broker"], ["broker", "restart"],
@@ -78,7 +216,9 @@ def test_broker_status_port_in_use_without_pid_file_is_not_running(tmp_path, cap
         port = server.getsockname()[1]
         code = main(["broker", "status", "--port", str(port), "--state-dir", str(tmp_path)])
     assert code == 1
-    assert "not running" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "not running" in out
+    assert f"another process listens on port {port} (pid {os.getpid()}" in out
 
 
 def test_broker_stop_when_not_running(tmp_path, capsys):
@@ -86,6 +226,43 @@ def test_broker_stop_when_not_running(tmp_path, capsys):
     code = main(["broker", "stop", "--port", str(port), "--state-dir", str(tmp_path)])
     assert code == 0
     assert "was not running" in capsys.readouterr().out
+
+
+def test_listener_is_found_through_proc():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        found = listener(port)
+    assert found is not None and found.pid == os.getpid() and not found.is_broker
+    assert listener(free_port()) is None
+
+
+@pytest.fixture
+def broker_elsewhere(monkeypatch, tmp_path):
+    """An embedded broker on a port, started with another --state-dir than the command's."""
+    other = tmp_path / "other"
+    monkeypatch.setattr(cli, "listener", lambda port: Listener(4242, "tansu", other))
+    monkeypatch.setattr("dbt.adapters.logstore.broker.listener", lambda port: Listener(4242, "tansu", other))
+    return other
+
+
+def test_broker_stop_without_its_state_dir_names_it(tmp_path, capsys, broker_elsewhere):
+    code = main(["broker", "stop", "--port", "9999", "--state-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"error: no pid file for port 9999 in {tmp_path}, but an embedded broker started with "
+        f"--state-dir {broker_elsewhere} serves port 9999 (pid 4242): pass --state-dir "
+        f"{broker_elsewhere}; nothing was stopped."]
+
+
+def test_broker_status_without_its_state_dir_names_it(tmp_path, capsys, broker_elsewhere):
+    code = main(["broker", "status", "--port", "9999", "--state-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("broker running at 127.0.0.1:9999 (pid 4242), without a pid file in ")
+    assert f"pass --state-dir {broker_elsewhere}" in out
 
 
 def test_broker_start_on_busy_port_reports_error(tmp_path, capsys):
@@ -110,9 +287,10 @@ RECORDS = [
 def fake_changelog(monkeypatch, tmp_path):
     calls = []
 
-    def read_changelog(bootstrap_servers, topic, start="earliest", follow=False, normalize=False,
+    def read_changelog(log, topic=None, start="earliest", follow=False, normalize=False,
                        idle_seconds=1.0, **kw):
-        calls.append((bootstrap_servers, topic, str(start), follow, normalize, idle_seconds))
+        assert servers_setting(log) == CLI_SERVERS  # its errors name the option
+        calls.append((log.bootstrap_servers, log.topic, str(start), follow, normalize, idle_seconds))
         return iter(RECORDS)
 
     monkeypatch.setattr(reader, "read_changelog", read_changelog)
@@ -136,8 +314,8 @@ def test_tail_json(fake_changelog, capsys):
 
 
 def test_tail_table(fake_changelog, capsys):
-    assert main(["tail", "t"]) == 0
-    assert fake_changelog[0][0] == f"{DEFAULT_HOST}:{DEFAULT_PORT}"  # no project: local broker
+    assert main(["tail", "t", "--bootstrap-servers", f"{DEFAULT_HOST}:{DEFAULT_PORT}"]) == 0
+    assert fake_changelog[0][:2] == (f"{DEFAULT_HOST}:{DEFAULT_PORT}", "t")
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["snap", "part", "offset", "op", "key", "/", "before", "->", "after"]
     assert lines[1].split() == ["1", "0", "0", "c", '{"id":', "1}", "-", "->", '{"id":', "1,",
@@ -153,6 +331,18 @@ def test_tail_bad_start_point_is_a_clear_error(fake_changelog, capsys, start):
     assert "earliest, latest, snapshot:N, timestamp:T, latest-full" in err or "ISO-8601" in err
 
 
+def test_tail_outside_a_project_without_bootstrap_servers_is_a_usage_error(fake_changelog, capsys, tmp_path):
+    """No dbt project, and no --bootstrap-servers: said at once, nothing read (it was once read
+    as a topic on 127.0.0.1:9092, and blamed Kafka 12 s later)."""
+    assert main(["tail", "customers"]) == 2
+    out, err = capsys.readouterr()
+    assert fake_changelog == [] and out == ""  # not even the header
+    assert err.splitlines() == [
+        f"error: No dbt project at {tmp_path.resolve()} (no dbt_project.yml) to find the model "
+        f"'customers' in: run the command in the project's directory or pass --project-dir, or "
+        f"read a topic of that name with --bootstrap-servers HOST:PORT (e.g. 127.0.0.1:9092)."]
+
+
 def test_tail_latest_full_of_a_topic_needs_a_model(fake_changelog, capsys):
     assert main(["tail", "t", "--from", "latest-full", "--bootstrap-servers", "h:9"]) == 2
     assert "name a model" in capsys.readouterr().err
@@ -160,7 +350,9 @@ def test_tail_latest_full_of_a_topic_needs_a_model(fake_changelog, capsys):
 
 def test_status_outside_a_project_is_a_clear_error(tmp_path, capsys):
     assert main(["status", "--project-dir", str(tmp_path)]) == 2
-    assert "No dbt project" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "No dbt project" in err and "--project-dir" in err
+    assert "--bootstrap-servers" not in err  # status has no such option
 
 
 # --vars, as dbt takes it (dbt's own parser)

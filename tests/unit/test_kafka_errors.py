@@ -1,6 +1,9 @@
 """The cause of a Kafka failure in plain words, from the exception and kafka-python's log."""
 import logging
+import pickle
+from dataclasses import replace
 
+import pytest
 from kafka.errors import (
     ClusterAuthorizationFailedError,
     InvalidReplicationFactorError,
@@ -9,7 +12,12 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from dbt.adapters.logstore.kafka.errors import bridge_kafka_logs, cause_of, kafka_failure
+from dbt.adapters.logstore.kafka.errors import bridge_kafka_logs, cause_of, describe, kafka_failure
+from dbt.adapters.logstore.log_address import (
+    CLI_SERVERS, MODEL_SERVERS, PROFILE_SERVERS, servers_setting, servers_setting_of,
+    with_servers_setting,
+)
+from dbt.adapters.logstore.log_config import LogConfig
 
 BOOTSTRAP = KafkaTimeoutError("Unable to bootstrap from b:9092")
 
@@ -72,6 +80,50 @@ def test_failure_names_model_cause_and_setting():
     message = str(kafka_failure("orders", "b:9092", BOOTSTRAP))
     assert "Model 'orders'" in message and "unreachable" in message
     assert "Check kafka.bootstrap.servers" in message and "Nothing was changed." in message
+
+
+def test_failure_names_the_exception_once():
+    """kafka-python's errors start their text with their type: not 'KafkaTimeoutError:
+    KafkaTimeoutError: ...'."""
+    message = str(kafka_failure("orders", "b:9092", BOOTSTRAP))
+    assert "(KafkaTimeoutError: Unable to bootstrap from b:9092)" in message
+    assert message.count("KafkaTimeoutError") == 1
+    assert describe(KafkaTimeoutError()) == "KafkaTimeoutError"
+    assert describe(ValueError("bad")) == "ValueError: bad"
+    assert describe(ValueError()) == "ValueError"
+
+
+@pytest.mark.parametrize("setting", [PROFILE_SERVERS, CLI_SERVERS, "the model's log-store.address"])
+def test_failure_names_the_setting_the_servers_came_from(setting):
+    message = str(kafka_failure("orders", "b:9092", BOOTSTRAP, setting=setting))
+    assert f"Check {setting} (host and port), the network" in message
+    assert MODEL_SERVERS not in message
+    tls = ["SSLCertVerificationError: certificate verify failed"]
+    assert cause_of(BOOTSTRAP, tls, servers=setting).check.endswith(f"the host names in {setting}")
+
+
+def test_servers_setting_of_a_model():
+    assert servers_setting_of({}) == PROFILE_SERVERS
+    assert servers_setting_of({"kafka.bootstrap.servers": "h:1"}) == MODEL_SERVERS
+    assert servers_setting_of({"kafka_bootstrap_servers": "h:1"}) == "the model's kafka_bootstrap_servers"
+    assert servers_setting_of({"log-store.address": "h:1"}) == "the model's log-store.address"
+    assert servers_setting_of({"kafka.bootstrap.servers": None}) == PROFILE_SERVERS
+
+
+def test_a_log_carries_where_its_servers_came_from():
+    log = LogConfig(model="m", system="kafka", topic="t", bootstrap_servers="h:1",
+                    client_properties={"security.protocol": "SSL"})
+    assert servers_setting(log) == MODEL_SERVERS
+    sourced = with_servers_setting(log, PROFILE_SERVERS)
+    assert servers_setting(sourced) == PROFILE_SERVERS
+    assert sourced.table_properties() == log.table_properties()
+    assert dict(sourced.client_properties) == {"security.protocol": "SSL"}
+    assert with_servers_setting(sourced, PROFILE_SERVERS) is sourced
+    assert servers_setting(replace(sourced, topic="u")) == PROFILE_SERVERS  # kept by replace
+    assert servers_setting(pickle.loads(pickle.dumps(sourced))) == PROFILE_SERVERS  # Spark tasks
+    # the same options: equal and hashed alike, whichever side
+    assert sourced == log and log == sourced and hash(sourced) == hash(log)
+    assert sourced != replace(log, topic="u") and replace(log, topic="u") != sourced
 
 
 def test_kafka_logs_go_to_dbt_not_the_console(capsys):

@@ -3,9 +3,9 @@ that each logged model's table and log agree.
 
 A failure ends with one line on stderr, `error: ...`, saying what failed and what to do. The
 arguments are checked before anything connects. Exit code 2: the command line asks for what
-cannot be served (bad arguments or --vars, no dbt project, a model that is not logged); 1: it
-failed (the broker unreachable, a login refused, a topic missing). `--debug` shows the traceback
-before that line."""
+cannot be served (bad arguments or --vars, no dbt project, a model that is not logged, a broker
+stopped without its --state-dir); 1: it failed (the broker unreachable, a login refused, a topic
+missing). `--debug` shows the traceback before that line."""
 from __future__ import annotations
 
 import argparse
@@ -35,14 +35,14 @@ EXIT_CODES = """exit codes:
   1  failed: the broker unreachable, a login refused, a topic missing (status: a table
      disagrees with its log; broker status: no broker running)
   2  the command line cannot be served: bad arguments or --vars, no dbt project, a model that
-     is not logged"""
+     is not logged, broker stop without the --state-dir of the broker on the port"""
 
 
 # --- the arguments, checked as they are parsed (argparse types: one line, exit code 2) ---------
 
 def bootstrap_servers(text: str) -> str:
     """`host:port[,host:port]`, as Kafka takes it (a host name, an IPv4 address or a bracketed
-    IPv6 one, and a port from 1 to 65535), without spaces around the commas."""
+    IPv6 one, and a port from 1 to 65535); spaces around the commas are dropped."""
     example = "give host:port[,host:port], e.g. 127.0.0.1:9092"
     servers = [s.strip() for s in text.split(",") if s.strip()]
     if not servers:
@@ -56,14 +56,14 @@ def bootstrap_servers(text: str) -> str:
         match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\s\[\]/]*)(?::(.*))?", server)
         if match is None:
             raise argparse.ArgumentTypeError(f"{server!r} is not host:port: {example}")
-        host, port = match.group(1), match.group(2)
-        if port is None:
+        name, number = match.group(1), match.group(2)
+        if number is None:
             raise argparse.ArgumentTypeError(f"{server!r} has no port: {example}")
-        if not host:
+        if not name:
             raise argparse.ArgumentTypeError(f"{server!r} has no host: {example}")
-        if not (port.isdigit() and 1 <= int(port) <= 65535):
+        if not (number.isdigit() and 1 <= int(number) <= 65535):
             raise argparse.ArgumentTypeError(
-                f"{server!r}: the port {port!r} is not a number from 1 to 65535")
+                f"{server!r}: the port {number!r} is not a number from 1 to 65535")
     return ",".join(servers)
 
 
@@ -120,9 +120,10 @@ class _Parser(argparse.ArgumentParser):
     code 2 (argparse's own is two lines, the usage first)."""
 
     def error(self, message: str) -> NoReturn:
-        # argparse says 'argument --port: ...': the option, as the user typed it
-        message = re.sub(r"^argument ([^:]+): ", r"\1 ", message).rstrip(".")
-        self.exit(USAGE_ERROR, f"error: {message} (see '{self.prog} --help').\n")
+        # argparse says "argument --port: 'x' is ...": the option and its value, as typed
+        message = re.sub(r"^argument ([^:]+): (?=')", r"\1 ", message)
+        message = re.sub(r"^argument ([^:]+): ", r"\1: ", message).rstrip(".")
+        self.exit(USAGE_ERROR, f"error: {message}; see '{self.prog} --help'.\n")
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -133,6 +134,7 @@ def _broker(args: argparse.Namespace) -> int:
             print(f"broker running at {broker.bootstrap_servers} (pid {pid}, pid file {broker.pid_file})")
         elif args.action == "stop":
             if broker.pid() is None:  # not this state dir's broker: whose is the port?
+                broker.stop()  # removes a pid file whose process is gone
                 found = listener(broker.port)
                 if (found is not None and found.is_broker) or (
                         found is None and port_open(broker.host, broker.port)):
@@ -223,8 +225,10 @@ def has_project(project_dir: str) -> bool:
 
 def _changes(args: argparse.Namespace) -> Iterator[Any]:
     """The changes `tail` prints: of a logged model of the dbt project (resolved through its
-    manifest and profile), or of a topic named with --bootstrap-servers."""
-    from dbt.adapters.logstore.kafka.errors import CLI_SERVERS, with_servers_setting
+    manifest and profile), or of a topic named with --bootstrap-servers. What was asked is
+    checked here, before anything is read or printed (so a usage error ends the command
+    before its header line); the reading starts at the first next()."""
+    from dbt.adapters.logstore.log_address import CLI_SERVERS, with_servers_setting
     from dbt.adapters.logstore.reader import (
         StartPoint, UsageError, hybrid_read, read_changelog, topic_log,
     )
@@ -235,9 +239,8 @@ def _changes(args: argparse.Namespace) -> Iterator[Any]:
             raise UsageError("--from latest-full reads the table too: name a model of the dbt "
                              "project instead of a topic.")
         log = with_servers_setting(topic_log(args.bootstrap_servers, args.name), CLI_SERVERS)
-        yield from read_changelog(log, start=start, follow=args.follow,
-                                  normalize=args.normalize, idle_seconds=args.idle_seconds)
-        return
+        return read_changelog(log, start=start, follow=args.follow, normalize=args.normalize,
+                              idle_seconds=args.idle_seconds)
     if not has_project(args.project_dir):
         raise UsageError(f"No dbt project at {Path(args.project_dir).resolve()} (no "
                          f"dbt_project.yml) to find the model '{args.name}' in: run the command "
@@ -256,22 +259,26 @@ def _changes(args: argparse.Namespace) -> Iterator[Any]:
                          f"{project.project_dir} (logged models: {logged}): check the name, or "
                          f"pass --bootstrap-servers to read a topic of that name.")
     if start.kind != "latest-full":  # the model's log, on the log system its config names
-        yield from read_changelog(model.log, start=start, follow=args.follow,
-                                  normalize=args.normalize, idle_seconds=args.idle_seconds,
-                                  table=model.table_id)
-        return
-    with project.connection():
-        snapshot, rows = project.snapshot_rows(model)
-        yield from hybrid_read(rows, snapshot, model.log, follow=args.follow,
-                               normalize=args.normalize, idle_seconds=args.idle_seconds,
-                               table=model.table_id)
+        return read_changelog(model.log, start=start, follow=args.follow,
+                              normalize=args.normalize, idle_seconds=args.idle_seconds,
+                              table=model.table_id)
+
+    def table_then_log() -> Iterator[Any]:
+        with project.connection():
+            snapshot, rows = project.snapshot_rows(model)
+            yield from hybrid_read(rows, snapshot, model.log, follow=args.follow,
+                                   normalize=args.normalize, idle_seconds=args.idle_seconds,
+                                   table=model.table_id)
+
+    return table_then_log()
 
 
 def _tail(args: argparse.Namespace) -> int:
     try:
+        changes = _changes(args)  # a usage error ends the command before the header line
         if not args.json:
             print(f"{'snap':>4} {'part':>4} {'offset':>6}  op  key / before -> after", flush=True)
-        for r in _changes(args):
+        for r in changes:
             if args.json:
                 print(json.dumps({"snapshot": r.snapshot, "partition": r.partition,
                                   "offset": r.offset, "key": r.key, "op": r.op,

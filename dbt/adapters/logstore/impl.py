@@ -34,6 +34,7 @@ from dbt.adapters.logstore.log_config import (
 )
 from dbt.adapters.logstore.lifecycle import identity, retention
 from dbt.adapters.logstore.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.log_address import PROFILE_SERVERS, servers_setting_of, with_servers_setting
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
 from dbt.adapters.logstore.log_system import LogState, get_log_system
 from dbt.adapters.logstore.row_source import active_spark
@@ -64,12 +65,14 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_config(self, node: Any) -> LogConfig:
         """The validated log options of a model (raises a clear error on bad input)."""
         creds = self.config.credentials
-        return resolve_log_config(
+        log = resolve_log_config(
             ModelRef.from_node(node), node_config(node),
             profile_bootstrap_servers=getattr(creds, "kafka_bootstrap_servers", None),
             profile_properties=getattr(creds, "kafka_properties", None),
             profile_client=getattr(creds, "kafka_client", None),
         )
+        # its Kafka errors name the setting its servers came from: the model's or the profile's
+        return with_servers_setting(log, servers_setting_of(node_config(node))) if log.enabled else log
 
     # --- the protocol's names the macros write (names.py) --------------------------------
 
@@ -500,8 +503,10 @@ class LogstoreAdapter(SparkAdapter):
             logger.info("Kafka: no kafka_bootstrap_servers in the profile (each logged model "
                         "must set kafka.bootstrap.servers)")
             return
-        log = LogConfig(model="dbt debug", system="kafka", bootstrap_servers=servers,
-                        client_properties=dict(getattr(creds, "kafka_properties", {}) or {}))
+        log = with_servers_setting(
+            LogConfig(model="dbt debug", system="kafka", bootstrap_servers=servers,
+                      client_properties=dict(getattr(creds, "kafka_properties", {}) or {})),
+            PROFILE_SERVERS)
         for line in get_log_system("kafka").check(log):
             logger.info(line)
 

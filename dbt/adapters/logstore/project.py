@@ -14,7 +14,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore import log_snapshots, table_formats
 from dbt.adapters.logstore.catalog import parse_properties
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log_address import servers_setting_of, with_servers_setting
+from dbt.adapters.logstore.log_config import LogConfig, node_config
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
 from dbt.adapters.logstore.names import SNAPSHOT_ID
 from dbt.adapters.logstore.formats import decode_json
@@ -115,8 +116,8 @@ class DbtProject:
         self.engine_log = engine_log
         self.project_dir = Path(project_dir).resolve()
         if not (self.project_dir / "dbt_project.yml").exists():
-            raise UsageError(f"No dbt project at {self.project_dir} (no dbt_project.yml); pass "
-                             f"--project-dir, or name a topic with --bootstrap-servers.")
+            raise UsageError(f"No dbt project at {self.project_dir} (no dbt_project.yml): run "
+                             f"the command in the project's directory, or pass --project-dir.")
         self.profiles_dir = _profiles_dir(self.project_dir, profiles_dir)
         self.target, self.vars = target, vars or {}
         self._adapter: Any = None
@@ -170,6 +171,8 @@ class DbtProject:
                 continue
             log = self.adapter.logstore_config(node)
             if log.enabled:
+                # its errors name the setting its servers came from: the model's or the profile's
+                log = with_servers_setting(log, servers_setting_of(node_config(node)))
                 models.append(LoggedModel(node.name, f"{node.schema}.{node.alias}", log))
         return sorted(models, key=lambda m: m.name)
 

@@ -7,7 +7,8 @@ raw on the console), the recent warnings and errors are kept, and `kafka_failure
 cause from the exception and those lines together (lines of the last minute only, each used for
 one failure: a later failure of another model must not be named after an earlier one's cause): one error line with the model, the cause
 and the setting to check, named as the servers were given (the model's kafka.bootstrap.servers,
-the profile's kafka_bootstrap_servers, `dbt-logstore tail --bootstrap-servers`: servers_setting). Passwords never reach a message: kafka-python does not log them,
+the profile's kafka_bootstrap_servers, `dbt-logstore tail --bootstrap-servers`:
+log_address.servers_setting). Passwords never reach a message: kafka-python does not log them,
 and nothing here prints client properties.
 """
 from __future__ import annotations
@@ -16,13 +17,13 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field, fields
-from typing import Any, Deque, Iterable, List, Mapping, Optional, Tuple
+from dataclasses import dataclass
+from typing import Deque, Iterable, List, Optional, Tuple
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log_address import MODEL_SERVERS
 from dbt.adapters.logstore.names import CONTROL_TOPIC_SUFFIX, TRANSACTIONAL_ID_PREFIX
 
 _dbt_logger = AdapterLogger("logstore.kafka")
@@ -93,44 +94,6 @@ def _chain(exc: BaseException) -> Iterable[BaseException]:
 
 
 _SASL_LOGIN_NOTICE = "in the clear during sasl authentication"
-
-# The setting a log's Kafka servers came from, as an error names it (Check ...).
-MODEL_SERVERS = "kafka.bootstrap.servers"  # the model's config (the default)
-PROFILE_SERVERS = "the profile's kafka_bootstrap_servers"
-CLI_SERVERS = "--bootstrap-servers"  # dbt-logstore tail TOPIC --bootstrap-servers
-_MODEL_SPELLINGS = ("kafka.bootstrap.servers", "kafka_bootstrap_servers", "log-store.address")
-
-
-def servers_setting(log: Any) -> str:
-    """The setting `log`'s servers came from: the one it carries (with_servers_setting), else
-    the model's kafka.bootstrap.servers."""
-    return getattr(log, "servers_setting", None) or MODEL_SERVERS
-
-
-def servers_setting_of(model_config: Mapping[str, Any]) -> str:
-    """Where a logged model's servers come from: its own config (any spelling of
-    kafka.bootstrap.servers, the one it uses named) or, without it, the profile."""
-    given = [key for key in _MODEL_SPELLINGS if model_config.get(key) is not None]
-    if not given:
-        return PROFILE_SERVERS
-    return MODEL_SERVERS if given[0] == MODEL_SERVERS else f"the model's {given[0]}"
-
-
-@dataclass(frozen=True)
-class _SourcedLogConfig(LogConfig):
-    """A LogConfig that knows which setting its servers came from (for the errors only)."""
-
-    servers_setting: str = field(default=MODEL_SERVERS, compare=False)
-
-
-def with_servers_setting(log: LogConfig, setting: str) -> LogConfig:
-    """`log`, its errors naming `setting` as where its servers came from (a copy; every other
-    field as it was)."""
-    if servers_setting(log) == setting:
-        return log
-    values = {f.name: getattr(log, f.name) for f in fields(log) if f.init}
-    return _SourcedLogConfig(**{**values, "servers_setting": setting})
-
 
 def describe(exc: BaseException) -> str:
     """`Type: message`, once: kafka-python's errors already start their text with their type

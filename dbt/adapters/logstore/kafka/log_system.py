@@ -10,10 +10,11 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore.control_records import parse_control_record
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
 from dbt.adapters.logstore.kafka.errors import (
-    bridge_kafka_logs, describe, kafka_failure, servers_setting,
+    bridge_kafka_logs, describe, kafka_failure,
 )
 from dbt.adapters.logstore.kafka.reading import KafkaLogReader
 from dbt.adapters.logstore.lifecycle.retention import creation_settings
+from dbt.adapters.logstore.log_address import servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log_system import LogReader, LogState, LogSystem, LogWriter, ReaderError
 from dbt.adapters.logstore.names import task_writer_id, transactional_id

@@ -8,8 +8,9 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka.config import PRODUCER_DEFAULTS, client_config
-from dbt.adapters.logstore.kafka.errors import kafka_failure, servers_setting, write_cause
+from dbt.adapters.logstore.kafka.errors import kafka_failure, write_cause
 from dbt.adapters.logstore.kafka.writer import TransactionClock, partition_for
+from dbt.adapters.logstore.log_address import servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult
 from dbt.adapters.logstore.names import transactional_id
