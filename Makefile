@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install jars postgres docs bench bench-diff bench-formats soak clean
+.PHONY: demo test test-cluster unit functional install wheel jars postgres docs docs-check chromium bench bench-diff bench-formats soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -26,6 +26,16 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The wheel, into dist/: dist/dbt_logstore-<version>-py3-none-any.whl, to install where the
+# package is not published (README.md, Install: pip install 'dist/dbt_logstore-...whl[broker]').
+# pip builds it in an isolated environment with pyproject.toml's build requirements; build/ is
+# removed first, so that no module deleted since an earlier build is packaged.
+wheel: $(BIN)/python
+	rm -rf build dist/dbt_logstore-*.whl
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+	rm -rf build
+	@ls dist/dbt_logstore-*.whl
 
 $(FLINK_STAMP):
 	$(PYTHON) -m venv $(FLINK_VENV) && $(FLINK_VENV)/bin/pip install --quiet apache-flink==$(FLINK_VERSION)
@@ -72,6 +82,21 @@ $(DOCS_STAMP): $(STAMP)
 docs: $(DOCS_STAMP)
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 
+# Chromium, for the site's layout check (tests/docs/test_layout.py drives it through chromedriver):
+# Debian's `chromium` and `chromium-driver`, installed only when /usr/bin/chromium or
+# /usr/bin/chromedriver is missing (with sudo when not root).
+chromium:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { \
+		echo "Installing Debian's chromium and chromium-driver (tests/docs/test_layout.py)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+
+# The site built, then every page loaded by headless Chromium at 1280 and 390 pixels: no table,
+# code block or image wider than the content column (tests/docs/test_layout.py).
+docs-check: $(DOCS_STAMP) chromium
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
+	$(BIN)/python -m pytest tests/docs -p no:cacheprovider -q
+
 # Apache Kafka (three KRaft nodes, tests/kafka_cluster.py) runs for the whole suite, shared by the
 # workers, for the modules marked apache_kafka. Four workers, a file each at a time: every worker
 # has its own Spark session, metastore and embedded broker, and the subprocess-heavy fault tests run beside the rest (four on two cores:
@@ -79,11 +104,13 @@ docs: $(DOCS_STAMP)
 # test (tests/functional/test_local_cluster.py, three JVMs) is part of it.
 # --no-loadscope-reorder: files go out in tests/conftest.py's order, longest first; xdist's
 # own order (most tests first) started the one-test fault files last, alone at the end.
-# First the documentation site is built, --strict (as `make docs`): a broken link fails the suite.
-test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
+# First the documentation site is built, --strict (as `make docs`): a broken link fails the suite;
+# then its layout is checked (as `make docs-check`), and the suite runs without tests/docs.
+test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres chromium
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
+	$(BIN)/python -m pytest tests/docs -p no:cacheprovider -q
 	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m tests.kafka_cluster run -- \
-		$(BIN)/python -m pytest tests -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
+		$(BIN)/python -m pytest tests --ignore=tests/docs -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The parallel mirror on Spark's local-cluster master alone: executors in their own JVMs and Python workers.
 test-cluster: $(STAMP)
@@ -133,4 +160,4 @@ bench-formats: $(STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/change_feeds.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(FLINK_VENV) .jars site sample_project/target sample_project/logs
+	rm -rf $(VENV) $(FLINK_VENV) .jars site dist build sample_project/target sample_project/logs
