@@ -223,3 +223,34 @@ def test_authentication_failed(tmp_path, sasl_kafka):
     assert "Model 'orders'" in line and "authentication failed" in line
     assert "sasl.plain.password" in line
     assert WRONG_PASSWORD not in result.stdout + result.stderr
+
+
+# a Spark session booting the session method's Derby metastore, as a running `dbt run` holds it
+HOLD_METASTORE = """
+import sys, time
+from pyspark.sql import SparkSession
+from dbt.adapters.logstore.connections import session_defaults
+builder = SparkSession.builder.master("local[1]").enableHiveSupport()
+for key, value in session_defaults(sys.argv[1]).items():
+    builder = builder.config(key, value)
+builder.getOrCreate().sql("show databases").collect()
+print("holding", flush=True)
+time.sleep(300)
+"""
+
+
+def test_status_while_another_process_holds_the_metastore(tmp_path, kafka_bootstrap_servers):
+    root = make_project(tmp_path, kafka_bootstrap_servers)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_METASTORE, str(root / "spark")],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        started = time.monotonic()
+        result = dbt_logstore("status", "--project-dir", str(root))
+        line = error_line(result, 1)
+        assert "in use by another process" in line and str(root / "spark" / "metastore_db") in line
+        assert "does not exist" not in line
+        assert time.monotonic() - started < 60  # no metastore retries (3 min before)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -216,7 +216,9 @@ def exit_code(exc: BaseException) -> int:
 def _project(args: argparse.Namespace) -> Any:
     from dbt.adapters.logstore.project import DbtProject
 
-    return DbtProject(args.project_dir, args.profiles_dir, args.target, args.vars)
+    # what Spark, its JVM and Derby print goes to the project's log directory, not the terminal
+    engine_log = Path(args.project_dir) / "logs" / "dbt-logstore-engine.log"
+    return DbtProject(args.project_dir, args.profiles_dir, args.target, args.vars, engine_log=engine_log)
 
 
 def has_project(project_dir: str) -> bool:
