@@ -137,9 +137,9 @@ def test_a_missing_control_topic_has_no_records(consumer):
     assert consumer.instances[0].calls == [] and consumer.instances[0].closed
 
 
-def test_reading_to_the_end_stops_at_the_last_stable_offset(consumer, monkeypatch):
+def counted_polls(monkeypatch) -> list:
+    """The fake consumer's polls, one entry each, as they happen."""
     calls = []
-    consumer.records = [control(0)]
     real_poll = FakeConsumer.poll
 
     def counting(self, timeout_ms=0):
@@ -147,6 +147,12 @@ def test_reading_to_the_end_stops_at_the_last_stable_offset(consumer, monkeypatc
         return real_poll(self, timeout_ms)
 
     monkeypatch.setattr(FakeConsumer, "poll", counting)
+    return calls
+
+
+def test_reading_to_the_end_stops_at_the_last_stable_offset(consumer, monkeypatch):
+    consumer.records = [control(0)]
+    calls = counted_polls(monkeypatch)
     KafkaLogReader(log()).control_records()
     assert len(calls) == 1  # at the stable offset and the high watermark: no idle polls
     consumer.records = []
@@ -173,15 +179,8 @@ def test_a_transaction_left_open_ends_the_read_at_the_stable_offset(consumer, mo
 
 
 def test_without_a_known_end_reading_waits_for_empty_polls_at_the_high_watermark(consumer, monkeypatch):
-    calls = []
     consumer.records = [control(0)]
-    real_poll = FakeConsumer.poll
-
-    def counting(self, timeout_ms=0):
-        calls.append(timeout_ms)
-        return real_poll(self, timeout_ms)
-
-    monkeypatch.setattr(FakeConsumer, "poll", counting)
+    calls = counted_polls(monkeypatch)
     monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps: {})
     KafkaLogReader(log()).control_records()
     assert len(calls) == 1 + END_POLLS
