@@ -389,7 +389,7 @@ def test_vars_reach_the_project(monkeypatch, tmp_path):
     seen = {}
 
     class Project:
-        def __init__(self, project_dir, profiles_dir, target, vars):
+        def __init__(self, project_dir, profiles_dir, target, vars, engine_log=None):
             seen["vars"] = vars
             raise reader.UsageError("stop here")
 
