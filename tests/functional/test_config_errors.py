@@ -114,7 +114,7 @@ class TestBrokerDownFailsBeforeTheTableChanges:
     def test_broker_down(self, project):
         out = failure_text(["run"])
         assert "Model 't'" in out and "unreachable: no broker answered" in out and "Nothing was changed" in out
-        assert "kafka.bootstrap.servers" in out and "ERROR:kafka" not in out  # kafka-python's own lines: debug log only
+        assert "the model's kafka_bootstrap_servers" in out and "ERROR:kafka" not in out  # kafka-python's own lines: debug log only
         assert not spark().catalog.tableExists(f"{project.test_schema}.t")
 
 

@@ -81,3 +81,5 @@ def test_record_larger_than_the_limit_fails_before_the_commit(subprocess_project
     assert "Model 'big'" in out and 'row key {"id":1}' in out and "max.request.size" in out
     assert "Nothing was changed" in out
     assert "big" not in subprocess_project.tables()  # never committed
+    # nor is anything the refused run staged left in the schema
+    assert not [t for t in subprocess_project.tables() if t.startswith("big__logstore_")]

@@ -1069,3 +1069,17 @@ def test_resnapshot_starts_a_generation_and_releases_the_lock():
              ("adapter.logstore_start_generation", {"start": Assessment().next_start}),
              ("adapter.logstore_mirror", {"changeset": f"{INVOCATION}-start", "log_starts": True}),
              ("adapter.logstore_release_lock", {}))
+
+
+def test_a_run_that_fails_its_checks_leaves_nothing_it_staged(monkeypatch):
+    # "Nothing was changed" holds for the user's schema too: the staged rows and the change set go
+    def refuse(self, log, changes_relation, marked_duplicates=False):
+        raise DbtRuntimeError("Model 'orders': a record is too large. Nothing was changed.")
+
+    monkeypatch.setattr(FakeAdapter, "logstore_check_change_set", refuse)
+    h = Harness("table", existing={"orders": "table"}, **kafka())
+    with pytest.raises(DbtRuntimeError, match="Nothing was changed"):
+        h.materialize()
+    dropped = [str(c.args["relation"]) for c in h.all("adapter.drop_relation")]
+    assert CHANGES in dropped and STAGING in dropped and TARGET not in dropped
+    assert "orders__logstore_new" not in h.adapter.catalog and "orders" in h.adapter.catalog

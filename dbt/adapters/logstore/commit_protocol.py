@@ -58,7 +58,7 @@ from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.log_continuation import continues_log
 from dbt.adapters.logstore.names import (
     COMMITTED, CHANGESET_ID, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, INTENT_TABLE_STATE,
-    MIRRORED, STAGED_SUFFIXES, TOPIC_PARTITIONS,
+    MIRRORED, RELATION_MARK, STAGED_SUFFIXES, TOPIC_PARTITIONS,
 )
 
 
@@ -196,13 +196,21 @@ def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any
     key of a keyed log (with old rows the diff counts keys in its own shuffle, else a query of
     its own does). `shape_of`: the table `new`'s rows are inserted into by column name."""
     mark_duplicates = unique_check and old is not None
-    if unique_check and not mark_duplicates:
-        steps.logstore_check_unique(log, new)
-    sql = steps.logstore_change_sql(log, new, old, scope_by or None, scope_relation, mark_duplicates, shape_of)
-    steps.logstore_create(changes, (
-        f"create table {changes} using parquet {steps.logstore_readable_table_options()} "
-        f"tblproperties {properties_list_sql({CHANGESET_ID: changeset})} as {sql}"))
-    steps.logstore_check_change_set(log, changes, mark_duplicates)
+    try:
+        if unique_check and not mark_duplicates:
+            steps.logstore_check_unique(log, new)
+        sql = steps.logstore_change_sql(log, new, old, scope_by or None, scope_relation,
+                                        mark_duplicates, shape_of)
+        steps.logstore_create(changes, (
+            f"create table {changes} using parquet {steps.logstore_readable_table_options()} "
+            f"tblproperties {properties_list_sql({CHANGESET_ID: changeset})} as {sql}"))
+        steps.logstore_check_change_set(log, changes, mark_duplicates)
+    except Exception:
+        # "Nothing was changed": nor is anything this run staged left in the user's schema
+        steps.drop_relation(changes)
+        if RELATION_MARK in str(getattr(new, "identifier", "")):
+            steps.drop_relation(new)
+        raise
     steps.logstore_crash_point("before_table_commit")
     steps.logstore_hold_lock(log)  # a run that lost its lock commits nothing
 

@@ -18,6 +18,8 @@ POLL_MS = 200
 # Read to the end: this many empty polls in a row once every partition is at its high
 # watermark (which is unknown until the first fetch answers: not being at the end yet).
 END_POLLS = 3
+# At a stable offset below the high watermark: this many empty polls (3 s) end the read there.
+HELD_BACK_POLLS = 15
 
 
 def _record(msg: Any) -> LogRecord:
@@ -79,7 +81,7 @@ class KafkaLogReader(LogReader):
             stable = consumer.end_offsets([control]).get(control)
             consumer.seek_to_beginning(control)
             found: List[LogRecord] = []
-            idle, deadline = 0, time.monotonic() + timeout_seconds
+            idle, stalled, deadline = 0, 0, time.monotonic() + timeout_seconds
             while idle < END_POLLS:
                 if time.monotonic() > deadline:
                     raise ReaderError(
@@ -94,8 +96,14 @@ class KafkaLogReader(LogReader):
                 at_stable = consumer.position(control) >= stable
                 if at_stable and caught_up:
                     break  # at the high watermark: everything is read
+                # below the high watermark at the stable offset: a transaction left open holds
+                # the rest back (Apache Kafka), or the stable offset lags (the embedded broker):
+                # empty polls for longer before the records up to it are taken as all there is
                 fetched = consumer.highwater(control) is not None
-                idle = idle + 1 if (not batches and (caught_up or (at_stable and fetched))) else 0
+                held_back = at_stable and fetched and not batches
+                stalled = stalled + 1 if held_back else 0
+                if stalled >= HELD_BACK_POLLS:
+                    break
             return found
         except KafkaError as exc:
             raise self.failure(exc) from exc
