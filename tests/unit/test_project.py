@@ -1,9 +1,7 @@
 """project.py's guards for the commands that read a dbt project from outside a run: the Derby
 metastore held by another process, and the engine's output kept off the terminal."""
-import os
 import subprocess
 import sys
-import time
 
 from dbt.adapters.logstore.project import _stderr_to, metastore_in_use
 

@@ -82,8 +82,8 @@ def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
     or whose records retention deleted, cannot be read as changes: refused, naming the way out."""
     from dbt.adapters.logstore.reader import ReaderError
 
-    rebuild = (f"Rebuild this model from the upstream's table: dbt run --full-refresh --select "
-               f"<this model>.")
+    rebuild = ("Rebuild this model from the upstream's table: dbt run --full-refresh --select "
+               "<this model>.")
     if position is not None and position.topic == topic:
         restarted = [c for c in confirmations  # a log's first generation is its start
                      if c.snapshot > position.snapshot and c.generation_start is not None

@@ -22,10 +22,7 @@ def creation_settings(log: LogConfig) -> Dict[str, str]:
     """The data topic's settings at creation: the contract-keeping defaults under the model's
     own `kafka.topic-config.*`."""
     defaults = {POLICY: "compact"} if log.keyed else {RETENTION_MS: "-1"}
-    given = dict(log.topic_config)
-    if POLICY in given and "compact" in given[POLICY] and not log.keyed:
-        defaults = {}
-    return {**defaults, **given}
+    return {**defaults, **log.topic_config}
 
 
 def _finite(value: Optional[str]) -> bool:
