@@ -131,7 +131,8 @@ def test_broker_lost_in_the_middle_of_a_mirror_fails_clearly_and_the_next_run_co
     assert props["logstore.changeset.mirrored"] == props["logstore.changeset.committed"]
     _check_contract(project, bootstrap, topic, snapshots=2)
     # ... and the next run goes on from there
-    assert _run(project, 3, suffix).returncode == 0
+    third = _run(project, 3, suffix)
+    assert third.returncode == 0, _errors(third.stdout)
     _check_contract(project, bootstrap, topic, snapshots=3)
 
 

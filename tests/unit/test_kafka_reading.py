@@ -175,7 +175,9 @@ def test_a_transaction_left_open_ends_the_read_at_the_stable_offset(consumer, mo
         return out
 
     monkeypatch.setattr(FakeConsumer, "poll", up_to_stable)
-    assert [r.offset for r in KafkaLogReader(log()).control_records()] == [0]
+    reader = KafkaLogReader(log())
+    assert [r.offset for r in reader.control_records()] == [0]
+    assert reader.held_back == (1, 3)  # offsets 1 and 2 exist, not read: no proof of loss
 
 
 def test_without_a_known_end_reading_waits_for_empty_polls_at_the_high_watermark(consumer, monkeypatch):

@@ -294,7 +294,10 @@ class LogstoreAdapter(SparkAdapter):
         props = self._table_properties(relation) if relation is not None else None
         table_id = log_snapshots.TableRef(str(target_relation.schema),
                                           str(target_relation.identifier)).writer_id
-        return identity.assess(log, props, state, table_id)
+        assessment = identity.assess(log, props, state, table_id)
+        for note in assessment.notes:
+            logger.warning(note)
+        return assessment
 
     def logstore_start_generation(self, start: Optional[GenerationStart]) -> None:
         """The generation the run's next commit starts (None: it continues the log)."""

@@ -107,6 +107,9 @@ class LogReader(ABC):
 
     topic: str
     address: str  # where the log is, for messages (Kafka: its bootstrap servers)
+    # after control_records: the offsets (first not read, end) of control records that exist
+    # but were held back from committed reads (an open transaction); None: read to the end
+    held_back: Optional[Tuple[int, int]] = None
 
     @abstractmethod
     def control_records(self, timeout_seconds: float = 60.0) -> List[LogRecord]:
@@ -156,6 +159,9 @@ class LogState:
     settings: Dict[str, str] = field(default_factory=dict)
     # the control records, from the control topic's start (what every check reads them from)
     control_records: Tuple[LogRecord, ...] = ()
+    # control records that exist but were held back (LogReader.held_back): what was read of
+    # the control topic is not all of it, so a missing confirmation proves nothing
+    control_held_back: Optional[Tuple[int, int]] = None
 
 
 class LogSystem(ABC):

@@ -58,6 +58,7 @@ def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) 
         status.problems.append(f"cannot tell: {exc}")
         return status
     assessment = identity.assess(log, props, state, model.table_id)
+    status.warnings.extend(assessment.notes)
     confirmations = list(assessment.confirmations)
     if confirmations:
         last = confirmations[-1]

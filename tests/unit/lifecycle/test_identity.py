@@ -54,6 +54,19 @@ def test_a_deleted_or_recreated_topic_is_lost():
     assert (found.next_start.number, found.next_start.base) == (2, 2)
 
 
+def test_confirmations_held_back_by_an_open_transaction_are_a_note_not_a_loss():
+    # the control topic's last records exist but are not readable yet: nothing is proven lost
+    only_first = (confirmation(1, 0, 4, starts=True),)
+    found = assess(LOG, props(), state(control_records=only_first, control_held_back=(1, 3)),
+                   "shop.orders")
+    assert not found.lost
+    assert "held back by an open transaction" in found.notes[0] and "snapshots 2 to 2" in found.notes[0]
+    # read to its end, the same control topic has lost a confirmation
+    assert assess(LOG, props(), state(control_records=only_first), "shop.orders").lost
+    # held back, but every confirmation the table counts on was read: nothing to note
+    assert not assess(LOG, props(), state(control_held_back=(2, 3)), "shop.orders").notes
+
+
 def test_another_cluster_behind_the_same_servers_is_lost():
     found = assess(LOG, props(), state(cluster_id="c2"), "shop.orders")
     assert "another Kafka cluster" in found.findings[0]

@@ -112,7 +112,8 @@ class KafkaLogSystem(LogSystem):
         return LogState(cluster_id=cluster_id or None, topic_exists=topic in existing,
                         topic_id=ids.get(topic), control_topic_exists=control in existing,
                         control_topic_id=ids.get(control), start_offsets=starts, end_offsets=ends,
-                        settings=settings, control_records=tuple(records))
+                        settings=settings, control_records=tuple(records),
+                        control_held_back=reader.held_back)
 
     @staticmethod
     def _settings(admin: Any, topic: str) -> Dict[str, str]:

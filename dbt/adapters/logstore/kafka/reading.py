@@ -80,6 +80,7 @@ class KafkaLogReader(LogReader):
             # and the empty polls decide there.)
             stable = consumer.end_offsets([control]).get(control)
             consumer.seek_to_beginning(control)
+            self.held_back = None
             found: List[LogRecord] = []
             idle, stalled, deadline = 0, 0, time.monotonic() + timeout_seconds
             while idle < END_POLLS:
@@ -103,6 +104,9 @@ class KafkaLogReader(LogReader):
                 held_back = at_stable and fetched and not batches
                 stalled = stalled + 1 if held_back else 0
                 if stalled >= HELD_BACK_POLLS:
+                    # the records from here to the high watermark exist but are not readable
+                    # yet: callers must not take a confirmation missing from `found` as lost
+                    self.held_back = (consumer.position(control), consumer.highwater(control))
                     break
             return found
         except KafkaError as exc:

@@ -39,6 +39,7 @@ class Assessment:
     next_start: GenerationStart = field(default_factory=lambda: GenerationStart(1, 0))
     finishing: bool = False  # a committed generation start waits for recovery to log it
     due: bool = False  # log.generation.interval: the latest generation is older than it
+    notes: Tuple[str, ...] = ()  # what could not be checked, and why (warnings, not findings)
 
     @property
     def lost(self) -> bool:
@@ -87,13 +88,14 @@ def assess(log: LogConfig, table_props: Optional[Mapping[str, str]], state: LogS
         findings = _history(log, confirmations, table_props is not None)
         return Assessment(findings=tuple(findings), **common)
     findings = _identity(log, props, state) or _contents(log, props, state, confirmations)
+    notes = _held_back(log, props, state, confirmations)
     due = False
     if not findings and log.generation_interval_ms and found:
         age = (now_ms if now_ms is not None else int(time.time() * 1000)) - found[-1].ts_ms
         due = age >= log.generation_interval_ms
     if not findings and reachable is None and found:
         findings = [_retention_finding(log, found[-1], state)]
-    return Assessment(findings=tuple(findings), due=due, **common)
+    return Assessment(findings=tuple(findings), due=due, notes=tuple(notes), **common)
 
 
 def _history(log: LogConfig, confirmations: Sequence[Confirmation], table_exists: bool) -> List[str]:
@@ -134,7 +136,7 @@ def _contents(log: LogConfig, props: Mapping[str, str], state: LogState,
     findings = []
     recorded_snapshot = int(props.get(SNAPSHOT_ID) or 0)
     last = confirmations[-1].snapshot if confirmations else 0
-    if last < recorded_snapshot:
+    if last < recorded_snapshot and state.control_held_back is None:
         findings.append(f"the control topic '{control_topic_for(str(log.topic))}' confirms "
                         + (f"snapshots up to {last}" if last else "no snapshot")
                         + f" of this table, but the table is at snapshot {recorded_snapshot}: "
@@ -148,6 +150,23 @@ def _contents(log: LogConfig, props: Mapping[str, str], state: LogState,
         findings.append(f"the topic '{log.topic}' holds fewer records than the table's log had "
                         f"({where}): it was emptied or created again")
     return findings
+
+
+def _held_back(log: LogConfig, props: Mapping[str, str], state: LogState,
+               confirmations: Sequence[Confirmation]) -> List[str]:
+    """Confirmations missing while the control topic's last records are held back (an open
+    transaction of a writer that died or froze mid-commit, until it is aborted): not lost, but
+    not checked either. The run goes on; its writer fences the table's open transaction."""
+    recorded_snapshot = int(props.get(SNAPSHOT_ID) or 0)
+    last = confirmations[-1].snapshot if confirmations else 0
+    if state.control_held_back is None or last >= recorded_snapshot:
+        return []
+    first, end = state.control_held_back
+    return [f"Model '{log.model}': the control topic '{control_topic_for(str(log.topic))}' "
+            f"confirms snapshots up to {last} of this table as far as it can be read, but its "
+            f"records from offset {first} to {end} are held back by an open transaction (a "
+            f"writer stopped in the middle of a commit, until the broker aborts it): the "
+            f"confirmations of snapshots {last + 1} to {recorded_snapshot} were not checked"]
 
 
 def _retention_finding(log: LogConfig, latest: Generation, state: LogState) -> str:
