@@ -173,3 +173,27 @@ def test_connect_images_carry_connect_temporals():
     assert first == {"d": -1, "ntz": 1710037800123456, "ts": "2024-05-01T10:00:00.500000Z",
                      "n": -1.5, "nested": {"d": "2024-01-02"}}
     assert second == {c: None for c in columns}
+
+
+def test_spark_places_records_as_kafkas_partitioner_does():
+    """kafka/spark_writer.py's murmur2 in SQL (the partition Spark's Kafka writer is given)
+    equals Kafka's murmur2 (kafka-python's, the Java client's) for every tail length."""
+    import random
+
+    from kafka.partitioner.default import murmur2
+
+    from dbt.adapters.logstore.kafka.spark_writer import murmur2_sql, partition_sql
+    from dbt.adapters.logstore.kafka.writer import partition_for
+
+    rng = random.Random(20261127)
+    data = [bytes(rng.randrange(256) for _ in range(n)) for n in [*range(13), 37, 100, 255]]
+    data += ['{"id":1,"v":"\u00e9"}'.encode()]
+    frame = spark().createDataFrame([(d,) for d in data], "d binary")
+    frame.createOrReplaceTempView("murmur_input")
+    rows = spark().sql(f"select d, {murmur2_sql('d')} as h, {partition_sql('d', [0, 1, 2, 5])} as p "
+                       f"from murmur_input").collect()
+    assert len(rows) == len(data)
+    for row in rows:
+        value = bytes(row.d)
+        assert row.h == murmur2(value) & 0xFFFFFFFF, value
+        assert row.p == partition_for(value, [0, 1, 2, 5]), value

@@ -163,8 +163,9 @@ DESCRIPTIONS: Dict[str, str] = {
         "Amoro's option. Only `file,log`: a dbt model's change set is computed against its "
         "table, so the table is always written."),
     "log.mirror.parallelism": (
-        "How many Spark tasks write the change set, each with its own producer (session method; "
-        "see [Parallel mirror](operations.md#parallel-mirror)). `1`: the driver streams it."),
+        "How many Spark tasks write the change set: each with its own producer (session method), "
+        "or Spark's own Kafka writer behind a Thrift Server (see "
+        "[Parallel mirror](operations.md#parallel-mirror)). `1`: the driver streams it."),
     "log.timestamp-format.standard": (
         "How timestamps are written, as Flink's `*.timestamp-format.standard`: "
         "`2024-05-01 10:00:00.000000Z` (SQL) or `2024-05-01T10:00:00.000000Z` (ISO-8601). Always "

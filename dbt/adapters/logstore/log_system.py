@@ -189,6 +189,14 @@ class LogSystem(ABC):
     def open_writer(self, log: LogConfig, writer_id: str) -> LogWriter:
         """A writer for one commit; `writer_id` identifies the table (fences older writers)."""
 
+    def sql_tasks(self, log: LogConfig, query: Callable[[str], List[Tuple[Any, ...]]],
+                  changes_relation: str, sink_relation: str) -> Optional[Any]:
+        """A parallel mirror's `run_tasks` (log_snapshots.write_change_set_parallel) that
+        writes through SQL alone (`query`: a Thrift Server's session), with a `close()` to call
+        after it; None when this log system or this log cannot (the cursor then carries the
+        rows). The Kafka log system: Spark's own Kafka writer (kafka/spark_writer.py)."""
+        return None
+
     @abstractmethod
     def open_reader(self, log: LogConfig) -> LogReader:
         """The read side of the log (the profile's client properties applied): what recovery,

@@ -15,7 +15,7 @@ from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import get_log_system
-from dbt.adapters.logstore.row_source import active_spark, iter_column_batches
+from dbt.adapters.logstore.row_source import active_spark, iter_column_batches, run_statement
 
 
 @dataclass
@@ -94,14 +94,23 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     columns = (tuple(catalog.columns(target_relation))
                if connect_schema.included(log.format_options) else ())
     spark = active_spark(handle) if log.parallelism > 1 else None
-    if log.parallelism > 1 and spark is None:
-        logger.info(f"{log.model}: 'log.mirror.parallelism' needs method: session; "
-                    f"streaming the change set through the cursor instead")
+    # behind a Thrift Server: Spark's own Kafka writer, reached from SQL, where the log can
+    sql_tasks = (get_log_system(log.system).sql_tasks(
+        log, lambda sql: run_statement(handle, sql), changes_relation,
+        _sibling(target_relation, "kafka"))
+        if log.parallelism > 1 and spark is None else None)
     try:
         if spark is not None:
             return log_snapshots.write_change_set_parallel(
                 log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
                 previous, changeset, version, columns, snapshot_read, generation, snapshot_read)
+        if sql_tasks is not None:
+            try:
+                return log_snapshots.write_change_set_parallel(
+                    log, table, sql_tasks, previous, changeset, version, columns, snapshot_read,
+                    generation, snapshot_read)
+            finally:
+                sql_tasks.close()
         return log_snapshots.write_change_set(
             log, table,
             lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
@@ -116,3 +125,11 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
             f"{changes_relation} is kept: the next run of the model (or dbt "
             f"run-operation logstore_recover --args '{{model: {log.model}}}') writes it "
             f"to the log, once.") from exc
+
+
+def _sibling(target_relation: Any, kind: str) -> str:
+    """The model's staged relation `kind` (names.STAGED_SUFFIXES), rendered."""
+    from dbt.adapters.logstore.names import STAGED_SUFFIXES
+
+    return str(target_relation.incorporate(
+        path={"identifier": f"{target_relation.identifier}{STAGED_SUFFIXES[kind]}"}))

@@ -153,3 +153,11 @@ def _fetch_batches(handle: Any, sql: str, batch_size: int) -> Iterator[List[Tupl
         if not batch:
             return
         yield [tuple(row) for row in batch]
+
+
+def run_statement(handle: Any, sql: str) -> List[Tuple[Any, ...]]:
+    """One statement on the model's connection (thrift): its rows, [] for a statement without."""
+    handle.cursor()
+    handle.execute(sql)
+    cursor = handle._cursor
+    return [tuple(row) for row in cursor.fetchall()] if cursor.description else []

@@ -7,6 +7,7 @@ from typing import Any, Dict, Iterable, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.logstore.catalog import logger
 from dbt.adapters.logstore.control_records import parse_control_record
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
 from dbt.adapters.logstore.kafka.errors import (
@@ -206,6 +207,25 @@ class KafkaLogSystem(LogSystem):
 
     def open_reader(self, log: LogConfig) -> LogReader:
         return KafkaLogReader(log)
+
+    def sql_tasks(self, log: LogConfig, query: Any, changes_relation: str,
+                  sink_relation: str) -> Optional[Any]:
+        from dbt.adapters.logstore.kafka.spark_writer import SparkKafkaTasks, refusal
+
+        why = refusal(log)
+        if why is not None:
+            logger.info(f"{log.model}: the change set streams through the cursor, not Spark's "
+                        f"Kafka writer: {why}")
+            return None
+        tasks = SparkKafkaTasks(log, query, changes_relation, sink_relation,
+                                lambda: KafkaLogReader(log).offsets()[1])
+        if not tasks.available():
+            logger.warning(f"Model '{log.model}': 'log.mirror.parallelism' behind a Thrift Server "
+                           f"needs Spark's Kafka data source on the server (the "
+                           f"spark-sql-kafka-0-10 jar and its dependencies, docs/operations.md); "
+                           f"streaming the change set through the cursor instead")
+            return None
+        return tasks
 
 
 def _topic_id(description: Dict[str, Any]) -> Optional[str]:

@@ -1,0 +1,121 @@
+"""Spark's own Kafka writer reached from SQL (kafka/spark_writer.py): which logs may take it, the
+SQL it runs, and the offset check that confirms a try only when every record is there once.
+(That murmur2_sql equals Kafka's murmur2 is checked in Spark: tests/functional/test_codec_sql.py.)"""
+import pytest
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore.kafka import spark_writer
+from dbt.adapters.logstore.kafka.spark_writer import SparkKafkaTasks, insert_sql, refusal
+from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
+
+TABLE = TableRef("shop", "orders")
+
+
+def log(**kw):
+    base = dict(model="orders", system="kafka", topic="shop.orders", bootstrap_servers="b:9092",
+                unique_key=("id",), parallelism=2)
+    return LogConfig(**{**base, **kw})
+
+
+def attempt(the_log=None):
+    return Attempt.new(the_log or log(), TABLE, Snapshot(id=1, end_offsets={0: 5}), "run-2")
+
+
+def test_secrets_and_properties_the_jvm_producer_does_not_share_keep_the_cursor():
+    assert refusal(log()) is None
+    assert refusal(log(client_properties={"security.protocol": "SSL", "linger.ms": "5"})) is None
+    why = refusal(log(client_properties={"sasl.plain.password": "s3cret", "ssl.cafile": "/ca.pem"}))
+    assert "sasl.plain.password, ssl.cafile" in why and "s3cret" not in why
+
+
+def test_the_insert_writes_the_attempts_records_headers_and_partitions():
+    a = attempt()
+    sql = insert_sql(a, "shop.orders__logstore_changes", "shop.orders__logstore_kafka", "shop.orders",
+                     [0, 1, 2], "spark-kafka.0", 2, {"bootstrap.servers": "b:9092", "acks": "all"})
+    assert sql.startswith("insert into shop.orders__logstore_kafka with ('kafka.bootstrap.servers' = 'b:9092', "
+                          "'kafka.acks' = 'all') select")
+    assert "/*+ REPARTITION(2) */" in sql
+    assert a.records_sql("shop.orders__logstore_changes") in sql
+    for name, value in a.headers("spark-kafka.0"):  # the attempt's headers, writer included
+        assert f"named_struct('key', '{name}', 'value', X'{value.hex()}')" in sql
+    assert "element_at(array(0, 1, 2)" in sql and "coalesce(route, key)" in sql
+    assert "'shop.orders' as topic" in sql
+    # the keyed log's delete is followed by its tombstone, in the same row (so the same task)
+    assert "if(op = 'd' and key is not null, array(" in sql and "X'" + b"after-delete".hex() + "'" in sql
+    keyless = insert_sql(attempt(log(unique_key=())), "c", "k", "t", [0, 1], "spark-kafka.0", 2, {})
+    assert "logstore.tombstone" not in keyless and "if(op = 'd'" not in keyless
+
+
+class FakeServer:
+    """A Thrift session: runs statements, and `writes` say how many records each INSERT adds
+    per partition (more than the change set's: a retried task)."""
+
+    def __init__(self, counted, writes, has_kafka=True):
+        self.counted, self.writes, self.has_kafka = counted, list(writes), has_kafka
+        self.ends = {0: 10, 1: 20}
+        self.statements = []
+        self.v1 = "avro,csv,json,kafka,orc,parquet,text"
+
+    def query(self, sql):
+        self.statements.append(sql)
+        if sql.startswith("create table") and not self.has_kafka:
+            raise RuntimeError("AnalysisException: Failed to find data source: kafka. Please deploy")
+        if sql.startswith("select count(*)"):
+            return [(self.counted,)]
+        if sql == f"set {spark_writer.V1_SOURCES}":
+            return [(spark_writer.V1_SOURCES, self.v1)]
+        if sql.startswith(f"set {spark_writer.V1_SOURCES}="):
+            self.v1 = sql.split("=", 1)[1]
+        if sql.startswith("insert into"):
+            assert "kafka" not in self.v1.split(","), "the V2 Kafka table needs kafka out of the V1 list"
+            for p, n in self.writes.pop(0).items():
+                self.ends[p] += n
+        return []
+
+    def end_offsets(self):
+        return dict(self.ends)
+
+
+def tasks(server, **kw):
+    return SparkKafkaTasks(log(**kw), server.query, "shop.orders__logstore_changes",
+                           "shop.orders__logstore_kafka", server.end_offsets)
+
+
+def test_a_try_whose_records_count_the_change_set_is_confirmed_with_its_ranges():
+    server = FakeServer(counted=7, writes=[{0: 3, 1: 4}])
+    t = tasks(server)
+    assert t.available()
+    [(writer, result)] = t(attempt())
+    assert writer == "spark-kafka.0" and result.records == 7
+    assert result.offsets == {0: (10, 13), 1: (20, 24)} and result.transactions == 0
+    assert server.v1 == "avro,csv,json,kafka,orc,parquet,text"  # the session's setting restored
+    t.close()
+    assert server.statements[-1] == "drop table if exists shop.orders__logstore_kafka"
+
+
+def test_a_try_with_records_written_twice_is_not_confirmed_and_the_next_try_is():
+    server = FakeServer(counted=7, writes=[{0: 5, 1: 4}, {0: 3, 1: 4}])
+    [(writer, result)] = tasks(server)(attempt())
+    assert writer == "spark-kafka.1"  # its own writer name: the first try's records are not its
+    assert result.offsets == {0: (15, 18), 1: (24, 28)}
+
+
+def test_every_try_written_twice_fails_and_confirms_nothing():
+    server = FakeServer(counted=2, writes=[{0: 3}] * spark_writer.TRIES)
+    with pytest.raises(DbtRuntimeError, match="more than once in each of 3 tries"):
+        tasks(server)(attempt())
+    assert server.v1 == "avro,csv,json,kafka,orc,parquet,text"
+
+
+def test_end_offsets_that_lag_are_read_again(monkeypatch):
+    server = FakeServer(counted=4, writes=[{0: 2}])
+    reads = iter([{0: 10, 1: 20}, {0: 11, 1: 20}, {0: 12, 1: 22}])  # before, lagging, settled
+    monkeypatch.setattr(server, "end_offsets", lambda: next(reads))
+    monkeypatch.setattr(spark_writer.time, "sleep", lambda s: None)
+    [(_, result)] = tasks(server)(attempt())
+    assert result.offsets == {0: (10, 12), 1: (20, 22)}
+
+
+def test_a_server_without_the_kafka_source_is_told_apart():
+    assert not tasks(FakeServer(0, [], has_kafka=False)).available()
