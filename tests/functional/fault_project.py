@@ -103,9 +103,10 @@ def subprocess_project(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_s
 
 
 def dbt(root: Path, *args: str, fault: Optional[str] = None, pause: Optional[str] = None,
-        wait: bool = True) -> Any:
+        wait: bool = True, new_session: bool = False) -> Any:
     """`dbt <args>` in a subprocess; `fault` names a crash point, `pause` is
-    '<point>:<folder>' (see faults.py). wait=False returns the running Popen."""
+    '<point>:<folder>' (see faults.py). wait=False returns the running Popen; new_session: in
+    a process group of its own (killed whole with the session method's Spark JVM)."""
     env = {k: v for k, v in os.environ.items() if k not in (ENV, PAUSE_ENV)}
     if fault:
         env[ENV] = fault
@@ -115,7 +116,7 @@ def dbt(root: Path, *args: str, fault: Optional[str] = None, pause: Optional[str
                "--profiles-dir", str(root)]
     if not wait:
         return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=new_session)
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 

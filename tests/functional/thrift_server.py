@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -105,7 +105,8 @@ class ThriftServer:
             return ""
 
 
-def _command(spark_home: str, port: int, work_dir: Path) -> List[str]:
+def _command(spark_home: str, port: int, work_dir: Path, master: str = "local[2]",
+             extra_conf: Optional[Dict[str, str]] = None, jars: Sequence[Path] = ()) -> List[str]:
     conf = {
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
@@ -116,13 +117,16 @@ def _command(spark_home: str, port: int, work_dir: Path) -> List[str]:
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}",
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
+        **(extra_conf or {}),
     }
     cmd = [os.path.join(spark_home, "bin", "spark-submit"),
            "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
-           "--master", "local[2]",
+           "--master", master,
            # Hive's LLAP classes, which Spark 4 no longer ships: closing a session can initialize
            # Hive's function registry, which needs them (jars/hive-llap/pom.xml)
-           "--driver-class-path", str(LLAP_JARS / "*")]
+           "--driver-class-path", os.pathsep.join([str(LLAP_JARS / "*"), *map(str, jars)])]
+    if jars:  # on the server's class path (data sources are found there) and shipped to executors
+        cmd += ["--jars", ",".join(map(str, jars))]
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += ["--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
@@ -157,14 +161,18 @@ def _stop(process: subprocess.Popen) -> None:
     process.poll()
 
 
-def start_thrift_server(work_dir: Path) -> ThriftServer:
+def start_thrift_server(work_dir: Path, master: str = "local[2]",
+                        extra_conf: Optional[Dict[str, str]] = None,
+                        jars: Sequence[Path] = ()) -> ThriftServer:
+    """A Thrift Server in `work_dir`: Spark in local mode, or an application of the cluster
+    at `master` (spark://...: spark_cluster.py), with `extra_conf` on top of the tests' own."""
     import pyspark
 
     spark_home = os.path.dirname(pyspark.__file__)
     port = _free_port()
     env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1")
     log = open(work_dir / "thriftserver.log", "wb")
-    process = subprocess.Popen(_command(spark_home, port, work_dir), cwd=work_dir, env=env,
+    process = subprocess.Popen(_command(spark_home, port, work_dir, master, extra_conf, jars), cwd=work_dir, env=env,
                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
     log.close()

@@ -1,0 +1,197 @@
+"""The production shape: a standalone Spark cluster (spark_cluster.py: a master and two
+workers, their executors in their own JVMs with their own Python workers), with both of
+dbt-spark's methods on it, on Apache Kafka:
+
+- the session method with `spark.master: spark://...`: the parallel mirror's Spark tasks run in
+  the executors (pickled there, importing the package from the same environment);
+- the thrift method against a Spark Thrift Server that is itself an application of the cluster,
+  with Spark's Kafka source on its class path: `log.mirror.parallelism` writes through Spark's
+  own Kafka writer in the executors (kafka/spark_writer.py), the records placed as Kafka's
+  partitioner places them;
+
+each with a keyed table, a keyless table and a keyed incremental model, two runs, the contract
+checked after each (the confirmed records replay to the table). Then random kills on the
+cluster: an executor JVM killed in the middle of the parallel mirror, and the dbt run killed
+in the middle of it; the next run recovers and the contract holds. Rounds:
+LOGSTORE_CLUSTER_ROUNDS (default 2, as `make test` runs it: one kill of each; `make soak`
+sets more); the seed: LOGSTORE_KILL_SEED, printed so a round can be replayed.
+"""
+import json
+import os
+import random
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from tests.functional.contract import read_topic, replay_confirmed, wait_for_confirmations
+from tests.functional.fault_project import FaultProject, dbt, write_project
+from tests.functional.spark_cluster import EXECUTOR_MEMORY, StandaloneCluster
+from tests.functional.thrift_server import _stop, start_thrift_server
+from tests.table_formats import JARS
+
+from dbt.adapters.logstore.kafka.writer import partition_for
+
+pytestmark = [pytest.mark.apache_kafka, pytest.mark.cluster]
+
+KEYED = """
+{{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=3,
+          log_mirror_parallelism=2, kafka_topic='keyed_' ~ var('suffix')) }}
+select id, concat('v', cast((id * {{ var('step') }}) % 7 as string)) as version
+from range({{ var('step') }} % 3, {{ var('rows', 400) }}) as r(id)
+"""
+KEYLESS = """
+{{ config(materialized='table', log_system='kafka', log_system_partitions=2,
+          log_mirror_parallelism=2, kafka_topic='keyless_' ~ var('suffix')) }}
+select id % 7 as k, concat('v', cast({{ var('step') }} as string)) as v
+from range(300 + {{ var('step') }}) as r(id)
+"""
+INCREMENTAL = """
+{{ config(materialized='incremental', incremental_strategy='append', log_system='kafka',
+          log_system_partitions=2, log_mirror_parallelism=2, kafka_topic='appended_' ~ var('suffix')) }}
+select {{ var('step') }} as step, id from range(150) as r(id)
+"""
+# Spark's Kafka source and its dependencies (`make jars`: jars/spark-kafka/pom.xml)
+SPARK_KAFKA_JARS = sorted((JARS / "spark-kafka").glob("*.jar"))
+MODELS = {"keyed": KEYED, "keyless": KEYLESS, "incremental": INCREMENTAL}
+TOPICS = {"keyed": "keyed_", "keyless": "keyless_", "incremental": "appended_"}
+
+# each application's share of the cluster: one 1-core executor on each worker
+APPLICATION = {"spark.cores.max": "2", "spark.executor.cores": "1",
+               "spark.executor.memory": EXECUTOR_MEMORY}
+
+
+def _session_profile(cluster: StandaloneCluster) -> dict:
+    return {"server_side_parameters": {
+        "spark.master": cluster.master_url, **APPLICATION,
+        "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"}}
+
+
+@pytest.fixture(scope="module")
+def cluster_thrift(standalone_cluster, tmp_path_factory):
+    """A Spark Thrift Server that is an application of the standalone cluster."""
+    server = start_thrift_server(tmp_path_factory.mktemp("cluster_thrift"),
+                                 master=standalone_cluster.master_url, extra_conf=APPLICATION,
+                                 jars=SPARK_KAFKA_JARS)
+    try:
+        yield server
+    finally:
+        _stop(server.process)
+
+
+def _check(project: FaultProject, bootstrap: str, topic: str, snapshots: int, model: str) -> list:
+    confirmations = wait_for_confirmations(bootstrap, topic, snapshots)
+    assert [c["snapshot"] for c in confirmations] == list(range(1, snapshots + 1)), model
+    types, table = project.rows(model)
+    assert sum(table.values()) > 0, model
+    assert replay_confirmed(bootstrap, topic, types, table) == table, model
+    return confirmations
+
+
+def _two_runs(project: FaultProject, bootstrap: str) -> "tuple[str, dict]":
+    suffix = uuid.uuid4().hex[:8]
+    last = {}
+    for step in (1, 2):
+        run = dbt(project.root, "run", "--vars", json.dumps({"step": step, "suffix": suffix}))
+        assert run.returncode == 0, run.stdout[-3000:]
+        for model, prefix in TOPICS.items():
+            last[model] = _check(project, bootstrap, prefix + suffix, step, model)[-1]
+    assert project.tables() == set(MODELS), "no change, staging or lock table left behind"
+    return suffix, last
+
+
+def test_the_session_method_on_the_cluster(standalone_cluster, kafka_bootstrap_servers,
+                                           tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster_session")
+    schema = f"cluster_{uuid.uuid4().hex[:8]}"
+    write_project(root, schema, kafka_bootstrap_servers, None, models=MODELS,
+                  profile=_session_profile(standalone_cluster))
+    _, last = _two_runs(FaultProject(root, schema, None), kafka_bootstrap_servers)
+    # the driver confirmed what the Spark tasks wrote ...
+    for model, confirmation in last.items():
+        assert confirmation["writers"] and all(w.startswith("task-") for w in confirmation["writers"]), model
+    # ... and they ran in the executors' processes: their logs show the mirror's Python tasks
+    logs = standalone_cluster.executor_logs()
+    assert sum("Times: total = " in log or "Starting Python task execution" in log
+               for log in logs) >= 1
+
+
+def test_the_thrift_method_on_the_cluster(cluster_thrift, kafka_bootstrap_servers, tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster_thrift_project")
+    schema = f"cluster_{uuid.uuid4().hex[:8]}"
+    write_project(root, schema, kafka_bootstrap_servers, cluster_thrift, models=MODELS)
+    suffix, last = _two_runs(FaultProject(root, schema, cluster_thrift), kafka_bootstrap_servers)
+    # Spark's Kafka writer wrote every change set, once (its first try), and was confirmed
+    for model, confirmation in last.items():
+        assert list(confirmation["writers"]) == ["spark-kafka.0"], (model, confirmation)
+    # the keyed records sit where Kafka's partitioner puts their keys (as every writer's do)
+    records = read_topic(kafka_bootstrap_servers, f"keyed_{suffix}")
+    assert records and all(m.partition == partition_for(m.key, [0, 1, 2]) for m in records)
+
+
+def _records_so_far(bootstrap: str, topic: str) -> int:
+    """Records on the topic, committed or not (a transaction in progress counts)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_uncommitted")
+    try:
+        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []]
+        return sum(consumer.end_offsets(parts).values()) if parts else 0
+    finally:
+        consumer.close()
+
+
+def _kill_group(process) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.communicate(timeout=120)
+
+
+def test_random_kills_on_the_cluster(standalone_cluster, kafka_bootstrap_servers, tmp_path_factory):
+    """Each round: a run of the keyed model (20,000 rows, two tasks) with a kill in the middle of
+    its mirror, once the first records are on the topic plus a random delay: of one executor JVM
+    (Spark runs the lost task again; the run goes on) or of the dbt run itself (the next run
+    recovers). Then the contract."""
+    rounds = int(os.environ.get("LOGSTORE_CLUSTER_ROUNDS") or 2)
+    seed = int(os.environ.get("LOGSTORE_KILL_SEED") or random.SystemRandom().randrange(1 << 30))
+    print(f"random kills on the standalone cluster: seed {seed}, {rounds} rounds "
+          f"(LOGSTORE_KILL_SEED={seed} replays them)")
+    rng = random.Random(seed)
+    root = tmp_path_factory.mktemp("cluster_kills")
+    schema = f"kills_{uuid.uuid4().hex[:8]}"
+    write_project(root, schema, kafka_bootstrap_servers, None, models={"keyed": KEYED},
+                  profile=_session_profile(standalone_cluster))
+    project, suffix = FaultProject(root, schema, None), uuid.uuid4().hex[:8]
+    topic, bootstrap = f"keyed_{suffix}", kafka_bootstrap_servers
+    snapshots = 0
+    for n in range(rounds):
+        victim = ("executor", "dbt")[n % 2] if n < 2 else rng.choice(("executor", "dbt"))
+        delay = rng.uniform(0.0, 0.5)
+        context = f"round {n + 1}: {victim} killed {delay:.2f} s into the mirror (seed {seed})"
+        print(context)
+        variables = json.dumps({"step": n + 1, "suffix": suffix, "rows": 20000})
+        before = _records_so_far(bootstrap, topic) if snapshots else 0
+        run = dbt(root, "run", "--vars", variables, wait=False, new_session=True)
+        deadline = time.monotonic() + 240
+        while _records_so_far(bootstrap, topic) <= before and run.poll() is None:
+            assert time.monotonic() < deadline, f"{context}: the mirror never started"
+            time.sleep(0.1)
+        time.sleep(delay)
+        if victim == "executor":
+            executors = standalone_cluster.executor_pids()
+            if executors and run.poll() is None:
+                os.kill(rng.choice(executors), signal.SIGKILL)
+            output, _ = run.communicate(timeout=300)
+            assert run.returncode == 0, f"{context}: the run did not survive its executor\n{output[-3000:]}"
+        else:
+            _kill_group(run)
+            recovered = dbt(root, "run", "--vars", variables)
+            assert recovered.returncode == 0, f"{context}: recovery failed\n{recovered.stdout[-3000:]}"
+        snapshots = len(wait_for_confirmations(bootstrap, topic, snapshots + 1))
+        _check(project, bootstrap, topic, snapshots, "keyed")
+        assert project.tables() == {"keyed"}, f"{context}: left behind"
+    assert len({m.header("logstore.writer") for m in read_topic(bootstrap, topic)}) >= 2
