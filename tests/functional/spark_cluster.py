@@ -17,7 +17,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -30,6 +30,7 @@ WORKERS = 2
 WORKER_CORES = 2
 WORKER_MEMORY = "1200m"
 EXECUTOR_MEMORY = "512m"  # what each application asks of a worker
+THRIFT_APP = "Thrift JDBC/ODBC Server"  # the Spark Thrift Server's application name
 
 
 @dataclass
@@ -47,9 +48,12 @@ class StandaloneCluster:
     def alive_workers(self) -> int:
         return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
 
-    def executor_pids(self) -> List[int]:
+    def executor_pids(self, thrift: Optional[bool] = None) -> List[int]:
         """The executor JVMs running now: the workers' children (spark-class execs the
-        worker's JVM, which launches each executor as its own process)."""
+        worker's JVM, which launches each executor as its own process). `thrift`: only the
+        Thrift Server's (True) or only the other applications' (False)."""
+        apps = {a["id"] for a in self.state().get("activeapps", [])
+                if thrift is None or (a.get("name") == THRIFT_APP) == thrift}
         workers = {p.pid for p in self.processes[1:]}
         pids = []
         for proc in Path("/proc").iterdir():
@@ -61,7 +65,9 @@ class StandaloneCluster:
             except OSError:
                 continue
             parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent in workers and b"CoarseGrainedExecutorBackend" in cmdline:
+            args = cmdline.split(b"\0")
+            app = args[args.index(b"--app-id") + 1].decode() if b"--app-id" in args else None
+            if parent in workers and b"CoarseGrainedExecutorBackend" in cmdline and app in apps:
                 pids.append(int(proc.name))
         return sorted(pids)
 

@@ -151,29 +151,34 @@ def _kill_group(process) -> None:
     process.communicate(timeout=120)
 
 
-def test_random_kills_on_the_cluster(standalone_cluster, kafka_bootstrap_servers, tmp_path_factory):
-    """Each round: a run of the keyed model (20,000 rows, two tasks) with a kill in the middle of
-    its mirror, once the first records are on the topic plus a random delay: of one executor JVM
-    (Spark runs the lost task again; the run goes on) or of the dbt run itself (the next run
-    recovers). Then the contract."""
+@pytest.mark.parametrize("method", ["session", "thrift"])
+def test_random_kills_on_the_cluster(method, standalone_cluster, kafka_bootstrap_servers,
+                                     tmp_path_factory, request):
+    """Each round: a run of the keyed model (two tasks: the session method's Python tasks on
+    20,000 rows, or Spark's faster Kafka writer behind the Thrift Server on 200,000) with a kill in the middle of its
+    mirror, once the first records are on the topic plus a random delay: of one of the run's
+    executor JVMs (Spark runs the lost task again; the run goes on) or of the dbt run itself
+    (the next run recovers; behind the Thrift Server the killed run's INSERT may go on). Then
+    the contract."""
     rounds = int(os.environ.get("LOGSTORE_CLUSTER_ROUNDS") or 2)
     seed = int(os.environ.get("LOGSTORE_KILL_SEED") or random.SystemRandom().randrange(1 << 30))
-    print(f"random kills on the standalone cluster: seed {seed}, {rounds} rounds "
+    print(f"random kills on the standalone cluster, {method} method: seed {seed}, {rounds} rounds "
           f"(LOGSTORE_KILL_SEED={seed} replays them)")
-    rng = random.Random(seed)
-    root = tmp_path_factory.mktemp("cluster_kills")
+    rng = random.Random(f"{seed}-{method}")
+    root = tmp_path_factory.mktemp(f"cluster_kills_{method}")
     schema = f"kills_{uuid.uuid4().hex[:8]}"
-    write_project(root, schema, kafka_bootstrap_servers, None, models={"keyed": KEYED},
-                  profile=_session_profile(standalone_cluster))
-    project, suffix = FaultProject(root, schema, None), uuid.uuid4().hex[:8]
+    server = request.getfixturevalue("cluster_thrift") if method == "thrift" else None
+    write_project(root, schema, kafka_bootstrap_servers, server, models={"keyed": KEYED},
+                  profile=None if server else _session_profile(standalone_cluster))
+    project, suffix = FaultProject(root, schema, server), uuid.uuid4().hex[:8]
     topic, bootstrap = f"keyed_{suffix}", kafka_bootstrap_servers
     snapshots = 0
     for n in range(rounds):
         victim = ("executor", "dbt")[n % 2] if n < 2 else rng.choice(("executor", "dbt"))
         delay = rng.uniform(0.0, 0.5)
-        context = f"round {n + 1}: {victim} killed {delay:.2f} s into the mirror (seed {seed})"
+        context = f"{method} round {n + 1}: {victim} killed {delay:.2f} s into the mirror (seed {seed})"
         print(context)
-        variables = json.dumps({"step": n + 1, "suffix": suffix, "rows": 20000})
+        variables = json.dumps({"step": n + 1, "suffix": suffix, "rows": 200000 if server else 20000})
         before = _records_so_far(bootstrap, topic) if snapshots else 0
         run = dbt(root, "run", "--vars", variables, wait=False, new_session=True)
         deadline = time.monotonic() + 240
@@ -182,7 +187,7 @@ def test_random_kills_on_the_cluster(standalone_cluster, kafka_bootstrap_servers
             time.sleep(0.1)
         time.sleep(delay)
         if victim == "executor":
-            executors = standalone_cluster.executor_pids()
+            executors = standalone_cluster.executor_pids(thrift=server is not None)
             if executors and run.poll() is None:
                 os.kill(rng.choice(executors), signal.SIGKILL)
             output, _ = run.communicate(timeout=300)
@@ -191,7 +196,13 @@ def test_random_kills_on_the_cluster(standalone_cluster, kafka_bootstrap_servers
             _kill_group(run)
             recovered = dbt(root, "run", "--vars", variables)
             assert recovered.returncode == 0, f"{context}: recovery failed\n{recovered.stdout[-3000:]}"
-        snapshots = len(wait_for_confirmations(bootstrap, topic, snapshots + 1))
+        confirmations = wait_for_confirmations(bootstrap, topic, snapshots + 1)
+        snapshots = len(confirmations)
+        print(f"{context}: confirmed by {sorted(confirmations[-1].get('writers') or [])}")
         _check(project, bootstrap, topic, snapshots, "keyed")
         assert project.tables() == {"keyed"}, f"{context}: left behind"
-    assert len({m.header("logstore.writer") for m in read_topic(bootstrap, topic)}) >= 2
+    writers = {m.header("logstore.writer") for m in read_topic(bootstrap, topic)}
+    if server is None:
+        assert len(writers) >= 2 and all(w.startswith("task-") for w in writers), writers
+    else:
+        assert writers and all(w.startswith("spark-kafka.") for w in writers), writers
