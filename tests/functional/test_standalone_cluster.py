@@ -56,8 +56,14 @@ select {{ var('step') }} as step, id from range(150) as r(id)
 """
 # Spark's Kafka source and its dependencies (`make jars`: jars/spark-kafka/pom.xml)
 SPARK_KAFKA_JARS = sorted((JARS / "spark-kafka").glob("*.jar"))
-MODELS = {"keyed": KEYED, "keyless": KEYLESS, "incremental": INCREMENTAL}
-TOPICS = {"keyed": "keyed_", "keyless": "keyless_", "incremental": "appended_"}
+# an eventual log: idempotent producers in the session's tasks, Spark's writer behind the server
+EVENTUAL = """
+{{ config(materialized='table', unique_key='id', log_system='kafka', log_consistency='eventual',
+          log_system_partitions=2, log_mirror_parallelism=2, kafka_topic='eventual_' ~ var('suffix')) }}
+select id, {{ var('step') }} * (id % 3) as n from range({{ var('step') }} * 10, 500) as r(id)
+"""
+MODELS = {"keyed": KEYED, "keyless": KEYLESS, "incremental": INCREMENTAL, "eventual": EVENTUAL}
+TOPICS = {"keyed": "keyed_", "keyless": "keyless_", "incremental": "appended_", "eventual": "eventual_"}
 
 # each application's share of the cluster: one 1-core executor on each worker
 APPLICATION = {"spark.cores.max": "2", "spark.executor.cores": "1",
@@ -125,7 +131,8 @@ def test_the_thrift_method_on_the_cluster(cluster_thrift, kafka_bootstrap_server
     schema = f"cluster_{uuid.uuid4().hex[:8]}"
     write_project(root, schema, kafka_bootstrap_servers, cluster_thrift, models=MODELS)
     suffix, last = _two_runs(FaultProject(root, schema, cluster_thrift), kafka_bootstrap_servers)
-    # Spark's Kafka writer wrote every change set, once (its first try), and was confirmed
+    # Spark's Kafka writer wrote every change set (transactional and eventual), once (its first
+    # try), and was confirmed
     for model, confirmation in last.items():
         assert list(confirmation["writers"]) == ["spark-kafka.0"], (model, confirmation)
     # the keyed records sit where Kafka's partitioner puts their keys (as every writer's do)

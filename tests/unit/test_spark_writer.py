@@ -2,12 +2,12 @@
 SQL it runs, and the offset check that confirms a try only when every record is there once.
 (That murmur2_sql equals Kafka's murmur2 is checked in Spark: tests/functional/test_codec_sql.py.)"""
 import pytest
-from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.kafka import spark_writer
 from dbt.adapters.logstore.kafka.spark_writer import SparkKafkaTasks, insert_sql, refusal
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
+from dbt.adapters.logstore.log_system import SqlWriteUnconfirmed
 
 TABLE = TableRef("shop", "orders")
 
@@ -48,28 +48,35 @@ def test_the_insert_writes_the_attempts_records_headers_and_partitions():
 
 
 class FakeServer:
-    """A Thrift session: runs statements, and `writes` say how many records each INSERT adds
-    per partition (more than the change set's: a retried task)."""
+    """A Thrift session: runs statements. Each INSERT of `writes` adds records per partition
+    (offsets) of which `mine` carry the try's headers: more than the change set when a task was
+    retried, fewer than the offsets grew when transaction markers or another write are among them."""
 
     def __init__(self, counted, writes, has_kafka=True):
         self.counted, self.writes, self.has_kafka = counted, list(writes), has_kafka
         self.ends = {0: 10, 1: 20}
         self.statements = []
+        self.mine = 0
         self.v1 = "avro,csv,json,kafka,orc,parquet,text"
 
     def query(self, sql):
         self.statements.append(sql)
         if sql.startswith("create table") and not self.has_kafka:
             raise RuntimeError("AnalysisException: Failed to find data source: kafka. Please deploy")
-        if sql.startswith("select count(*)"):
+        if sql.startswith("select count(*)") and sql.endswith("from shop.orders__logstore_changes"):
             return [(self.counted,)]
+        if sql.startswith("create or replace temporary view logstore_kafka_read using kafka"):
+            assert "'startingOffsets' '{\"shop.orders\": {\"0\": " in sql and "'includeHeaders' 'true'" in sql
+        if sql.startswith("select count(*) from logstore_kafka_read where exists(headers"):
+            return [(self.mine,)]
         if sql == f"set {spark_writer.V1_SOURCES}":
             return [(spark_writer.V1_SOURCES, self.v1)]
         if sql.startswith(f"set {spark_writer.V1_SOURCES}="):
             self.v1 = sql.split("=", 1)[1]
         if sql.startswith("insert into"):
             assert "kafka" not in self.v1.split(","), "the V2 Kafka table needs kafka out of the V1 list"
-            for p, n in self.writes.pop(0).items():
+            grown, self.mine = self.writes.pop(0)
+            for p, n in grown.items():
                 self.ends[p] += n
         return []
 
@@ -83,7 +90,7 @@ def tasks(server, **kw):
 
 
 def test_a_try_whose_records_count_the_change_set_is_confirmed_with_its_ranges():
-    server = FakeServer(counted=7, writes=[{0: 3, 1: 4}])
+    server = FakeServer(counted=7, writes=[({0: 3, 1: 4}, 7)])
     t = tasks(server)
     assert t.available()
     [(writer, result)] = t(attempt())
@@ -91,31 +98,49 @@ def test_a_try_whose_records_count_the_change_set_is_confirmed_with_its_ranges()
     assert result.offsets == {0: (10, 13), 1: (20, 24)} and result.transactions == 0
     assert server.v1 == "avro,csv,json,kafka,orc,parquet,text"  # the session's setting restored
     t.close()
-    assert server.statements[-1] == "drop table if exists shop.orders__logstore_kafka"
+    assert server.statements[-2:] == ["drop view if exists logstore_kafka_read",
+                                      "drop table if exists shop.orders__logstore_kafka"]
+
+
+def test_offsets_that_are_not_the_trys_records_do_not_count():
+    # a transaction marker of the last snapshot landed after `before` was read: 8 offsets, 7 records
+    server = FakeServer(counted=7, writes=[({0: 4, 1: 4}, 7)])
+    [(writer, result)] = tasks(server)(attempt())
+    assert writer == "spark-kafka.0" and result.offsets == {0: (10, 14), 1: (20, 24)}
 
 
 def test_a_try_with_records_written_twice_is_not_confirmed_and_the_next_try_is():
-    server = FakeServer(counted=7, writes=[{0: 5, 1: 4}, {0: 3, 1: 4}])
+    server = FakeServer(counted=7, writes=[({0: 5, 1: 4}, 9), ({0: 3, 1: 4}, 7)])
     [(writer, result)] = tasks(server)(attempt())
     assert writer == "spark-kafka.1"  # its own writer name: the first try's records are not its
     assert result.offsets == {0: (15, 18), 1: (24, 28)}
 
 
 def test_every_try_written_twice_fails_and_confirms_nothing():
-    server = FakeServer(counted=2, writes=[{0: 3}] * spark_writer.TRIES)
-    with pytest.raises(DbtRuntimeError, match="more than once in each of 3 tries"):
+    server = FakeServer(counted=2, writes=[({0: 3}, 3)] * spark_writer.TRIES)
+    with pytest.raises(SqlWriteUnconfirmed, match="more than once in each of 3 tries"):
         tasks(server)(attempt())
     assert server.v1 == "avro,csv,json,kafka,orc,parquet,text"
 
 
 def test_end_offsets_that_lag_are_read_again(monkeypatch):
-    server = FakeServer(counted=4, writes=[{0: 2}])
+    server = FakeServer(counted=4, writes=[({0: 2}, 4)])
     reads = iter([{0: 10, 1: 20}, {0: 11, 1: 20}, {0: 12, 1: 22}])  # before, lagging, settled
     monkeypatch.setattr(server, "end_offsets", lambda: next(reads))
     monkeypatch.setattr(spark_writer.time, "sleep", lambda s: None)
     [(_, result)] = tasks(server)(attempt())
     assert result.offsets == {0: (10, 12), 1: (20, 22)}
+    # the lagging read was not counted by Spark: too few offsets for the change set yet
+    assert sum(q.startswith("select count(*) from logstore_kafka_read") for q in server.statements) == 1
 
 
 def test_a_server_without_the_kafka_source_is_told_apart():
     assert not tasks(FakeServer(0, [], has_kafka=False)).available()
+
+
+def test_records_the_broker_does_not_show_are_not_confirmed_and_not_tried_again(monkeypatch):
+    server = FakeServer(counted=7, writes=[({0: 3, 1: 4}, 5)])  # the offsets show 5 of them
+    monkeypatch.setattr(spark_writer, "SETTLE_SECONDS", 0.0)
+    with pytest.raises(SqlWriteUnconfirmed, match="showed 5 of the 7 records"):
+        tasks(server)(attempt())
+    assert sum(q.startswith("insert into") for q in server.statements) == 1

@@ -9,6 +9,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from dbt_common.exceptions import DbtRuntimeError
+
 from dbt.adapters.logstore.log_config import LogConfig
 
 
@@ -138,6 +140,11 @@ class LogReader(ABC):
         its start) and of the control topic from its start."""
 
 
+class SqlWriteUnconfirmed(DbtRuntimeError):
+    """A write through SQL (LogSystem.sql_tasks) whose records could not be confirmed: none of
+    them is, and the change set is written another way."""
+
+
 @dataclass(frozen=True)
 class LogState:
     """What a log is right now, as its log system sees it, read without changing anything
@@ -194,7 +201,8 @@ class LogSystem(ABC):
         """A parallel mirror's `run_tasks` (log_snapshots.write_change_set_parallel) that
         writes through SQL alone (`query`: a Thrift Server's session), with a `close()` to call
         after it; None when this log system or this log cannot (the cursor then carries the
-        rows). The Kafka log system: Spark's own Kafka writer (kafka/spark_writer.py)."""
+        rows). It raises SqlWriteUnconfirmed when what it wrote cannot be confirmed. The Kafka
+        log system: Spark's own Kafka writer (kafka/spark_writer.py)."""
         return None
 
     @abstractmethod

@@ -14,8 +14,8 @@ from dbt.adapters.logstore.catalog import Catalog, logger
 from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_system import get_log_system
-from dbt.adapters.logstore.row_source import active_spark, iter_column_batches, run_statement
+from dbt.adapters.logstore.log_system import SqlWriteUnconfirmed, get_log_system
+from dbt.adapters.logstore.row_source import active_spark, iter_column_batches, statement_runner
 
 
 @dataclass
@@ -94,23 +94,27 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     columns = (tuple(catalog.columns(target_relation))
                if connect_schema.included(log.format_options) else ())
     spark = active_spark(handle) if log.parallelism > 1 else None
-    # behind a Thrift Server: Spark's own Kafka writer, reached from SQL, where the log can
+    # Behind a Thrift Server, Spark's own Kafka writer reached from SQL (kafka/spark_writer.py)
+    # is the executors' only way. (The session method keeps its Python tasks: measured side by
+    # side they were not slower, and their transactions keep aborted tasks from read_committed
+    # readers: docs/performance.md.)
     sql_tasks = (get_log_system(log.system).sql_tasks(
-        log, lambda sql: run_statement(handle, sql), changes_relation,
-        _sibling(target_relation, "kafka"))
+        log, statement_runner(handle), changes_relation, _sibling(target_relation, "kafka"))
         if log.parallelism > 1 and spark is None else None)
     try:
-        if spark is not None:
-            return log_snapshots.write_change_set_parallel(
-                log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
-                previous, changeset, version, columns, snapshot_read, generation, snapshot_read)
         if sql_tasks is not None:
             try:
                 return log_snapshots.write_change_set_parallel(
                     log, table, sql_tasks, previous, changeset, version, columns, snapshot_read,
                     generation, snapshot_read)
+            except SqlWriteUnconfirmed as exc:  # its records stay unconfirmed: the cursor goes on
+                logger.warning(f"{exc.msg} Writing the change set through the cursor instead.")
             finally:
                 sql_tasks.close()
+        if spark is not None:
+            return log_snapshots.write_change_set_parallel(
+                log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
+                previous, changeset, version, columns, snapshot_read, generation, snapshot_read)
         return log_snapshots.write_change_set(
             log, table,
             lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),

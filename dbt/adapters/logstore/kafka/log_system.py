@@ -212,18 +212,18 @@ class KafkaLogSystem(LogSystem):
                   sink_relation: str) -> Optional[Any]:
         from dbt.adapters.logstore.kafka.spark_writer import SparkKafkaTasks, refusal
 
+        instead = "streaming the change set through the cursor"
         why = refusal(log)
         if why is not None:
-            logger.info(f"{log.model}: the change set streams through the cursor, not Spark's "
-                        f"Kafka writer: {why}")
+            logger.info(f"{log.model}: {instead}, not Spark's Kafka writer: {why}")
             return None
         tasks = SparkKafkaTasks(log, query, changes_relation, sink_relation,
                                 lambda: KafkaLogReader(log).offsets()[1])
         if not tasks.available():
-            logger.warning(f"Model '{log.model}': 'log.mirror.parallelism' behind a Thrift Server "
-                           f"needs Spark's Kafka data source on the server (the "
-                           f"spark-sql-kafka-0-10 jar and its dependencies, docs/operations.md); "
-                           f"streaming the change set through the cursor instead")
+            message = (f"Model '{log.model}': Spark's Kafka writer needs Spark's Kafka data "
+                       f"source (the spark-sql-kafka-0-10 jar and its dependencies, "
+                       f"docs/operations.md); {instead} instead")
+            logger.warning(message)
             return None
         return tasks
 

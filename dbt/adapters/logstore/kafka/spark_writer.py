@@ -10,12 +10,12 @@ murmur2, computed in SQL by `murmur2_sql`), plus the writer header naming `spark
 
 Spark's writer is not transactional (at-least-once): a retried Spark task sends its records
 again. Exactly-once for consumers that follow docs/log-format.md comes from the confirmation:
-under the run's lock nothing else writes the topic, so the records a try added are the
-partitions' end offsets after it minus before it. When they count exactly the change set's
-records, every record is there once (a successful job sent each at least once), and the one
-confirmation lists the try's ranges as its writer's; when they count more (a retried task), the
-try is not confirmed and the change set is written again as the next try, whose records carry
-its own writer name. A plain `read_committed` consumer sees every try's records at once, as
+the try's records lie between the partitions' end offsets before it and after it, and Spark
+counts those that carry the try's headers (attempt and writer). When they count exactly the
+change set's records, every record is there once (a successful job sent each at least once),
+and the one confirmation lists the try's ranges as its writer's; when they count more (a
+retried task), the try is not confirmed and the change set is written again as the next try,
+whose records carry its own writer name. A plain `read_committed` consumer sees every try's records at once, as
 for any parallel attempt (docs/operations.md, Parallel mirror).
 
 Secrets never go into SQL text (a server logs its statements): a log whose client properties
@@ -23,6 +23,7 @@ hold one, or a property Spark's Java producer does not share, keeps the cursor (
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -30,14 +31,14 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.json_images import quote_identifier, sql_string
 from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_system import WriteResult
-from dbt.adapters.logstore.names import CHANGE_COLUMNS, H_TOMBSTONE, TOMBSTONE_AFTER_DELETE
+from dbt.adapters.logstore.log_system import SqlWriteUnconfirmed, WriteResult
+from dbt.adapters.logstore.names import CHANGE_COLUMNS, H_ATTEMPT, H_TOMBSTONE, H_WRITER, TOMBSTONE_AFTER_DELETE
 
 WRITER = "spark-kafka"
 TRIES = 3  # tries of one attempt whose records came out more than once (retried Spark tasks)
 # how long the topic's end offsets may lag the records a finished job wrote (a broker reports
 # its high watermark once the replicas have them; the embedded broker's lags longer)
-SETTLE_SECONDS = 30.0
+SETTLE_SECONDS = 10.0
 V1_SOURCES = "spark.sql.sources.useV1SourceList"
 MISSING_SOURCE = "Failed to find data source: kafka"
 
@@ -135,6 +136,28 @@ def insert_sql(attempt: Any, changes_relation: str, sink: str, topic: str, parti
             f"lateral view inline({rows}) r")
 
 
+READ_VIEW = "logstore_kafka_read"  # the session's temporary view of the try's ranges
+
+
+def count_sql(attempt: Any, writer: str, topic: str, ranges: Dict[int, Tuple[int, int]],
+              options: Dict[str, str]) -> List[str]:
+    """How many records in `ranges` carry the attempt's and `writer`'s headers: Spark reads
+    them back in its executors, through a temporary view of the Kafka source with its headers
+    (a catalog table USING kafka has no headers column to filter on)."""
+    starting = json.dumps({topic: {str(p): first for p, (first, _) in ranges.items()}})
+    ending = json.dumps({topic: {str(p): end for p, (_, end) in ranges.items()}})
+    read = {**{f"kafka.{k}": v for k, v in options.items() if k == "bootstrap.servers"
+               or k == "security.protocol" or k.startswith("request.")},
+            "subscribe": topic, "startingOffsets": starting, "endingOffsets": ending,
+            "includeHeaders": "true"}
+    view_options = ", ".join(f"{sql_string(k)} {sql_string(v)}" for k, v in read.items())
+    mine = " and ".join(
+        f"exists(headers, h -> h.key = {sql_string(name)} and h.value = X'{value.hex()}')"
+        for name, value in ((H_ATTEMPT, attempt.attempt.encode()), (H_WRITER, writer.encode())))
+    return [f"create or replace temporary view {READ_VIEW} using kafka options ({view_options})",
+            f"select count(*) from {READ_VIEW} where {mine}"]
+
+
 def _options(log: LogConfig) -> Dict[str, str]:
     options = {"bootstrap.servers": str(log.bootstrap_servers), **PRODUCER_OPTIONS}
     options.update({str(k): str(v) for k, v in log.client_properties.items()
@@ -176,6 +199,7 @@ class SparkKafkaTasks:
         return True
 
     def close(self) -> None:
+        self.query(f"drop view if exists {READ_VIEW}")
         self.query(f"drop table if exists {self.sink}")
 
     def __call__(self, attempt: Any) -> List[Tuple[str, WriteResult]]:
@@ -196,31 +220,49 @@ class SparkKafkaTasks:
                     raise DbtRuntimeError(
                         f"Model '{self.log.model}': writing to Kafka topic '{self.log.topic}' with "
                         f"Spark's Kafka writer failed: {first}") from exc
-                added = self._added(before, expected)
-                if sum(n for n, _ in added.values()) == expected:
+                ranges, written = self._written(attempt, writer, before, expected)
+                if written == expected:
                     result = WriteResult(topic=str(self.log.topic), records=expected,
-                                         offsets={p: r for p, (n, r) in added.items() if n},
-                                         transactions=0)  # Spark's writer has none
+                                         offsets=ranges, transactions=0)  # Spark's writer has none
                     return [(writer, result)]
-            raise DbtRuntimeError(
+                if written < expected:  # the broker does not show them all: a retry would not either
+                    raise SqlWriteUnconfirmed(
+                        f"Model '{self.log.model}': the topic's end offsets showed {written} of the "
+                        f"{expected} records Spark's Kafka writer wrote within {SETTLE_SECONDS:.0f} s "
+                        f"(a broker whose end offsets lag, as the embedded one's); none of them is "
+                        f"confirmed.")
+            raise SqlWriteUnconfirmed(
                 f"Model '{self.log.model}': Spark's Kafka writer wrote some of the change set's "
                 f"{expected} records more than once in each of {TRIES} tries (Spark retried tasks); "
-                f"none of them is confirmed")
+                f"none of them is confirmed.")
         finally:
             self.query(f"set {V1_SOURCES}={previous}")
+
+    def _count(self, statements: List[str]) -> int:
+        rows: List[Tuple[Any, ...]] = []
+        for sql in statements:
+            rows = self.query(sql)
+        return int(rows[0][0] or 0) if rows else 0
 
     def _v1_sources(self) -> str:
         rows = self.query(f"set {V1_SOURCES}")
         return str(rows[0][1]) if rows else ""
 
-    def _added(self, before: Dict[int, int], expected: int) -> Dict[int, Tuple[int, Tuple[int, int]]]:
-        """Per partition: records added since `before`, and their range; read again while they
-        count fewer than the job wrote (the end offsets lag)."""
+    def _written(self, attempt: Any, writer: str, before: Dict[int, int],
+                 expected: int) -> Tuple[Dict[int, Tuple[int, int]], int]:
+        """The ranges the try's records lie in (from `before` to the end offsets now, per
+        partition that grew), and how many records of the try they hold, counted by Spark
+        (`count_sql`: by the attempt's and writer's headers, so that transaction markers, or an
+        earlier run's INSERT still going on, are not counted). Read again while they hold fewer
+        than the job wrote (end offsets lag)."""
         deadline = time.monotonic() + SETTLE_SECONDS
         while True:
             after = self.end_offsets()
-            added = {p: (after.get(p, 0) - before.get(p, 0), (before.get(p, 0), after.get(p, 0)))
-                     for p in after}
-            if sum(n for n, _ in added.values()) >= expected or time.monotonic() > deadline:
-                return added
+            # every partition (Spark's Kafka source wants them all), empty where none grew
+            bounds = {p: (min(before.get(p, 0), end), end) for p, end in sorted(after.items())}
+            grown = sum(end - first for first, end in bounds.values())
+            written = self._count(count_sql(attempt, writer, str(self.log.topic), bounds,
+                                            _options(self.log))) if grown >= expected else 0
+            if written >= expected or time.monotonic() > deadline:
+                return {p: r for p, r in bounds.items() if r[1] > r[0]}, written
             time.sleep(0.2)
