@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install wheel jars postgres docs docs-check chromium bench bench-diff bench-formats soak clean
+.PHONY: demo test test-cluster unit functional install wheel jars postgres docs docs-check chromium bench bench-cluster bench-diff bench-formats soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -100,8 +100,9 @@ docs-check: $(DOCS_STAMP) chromium
 # Apache Kafka (three KRaft nodes, tests/kafka_cluster.py) runs for the whole suite, shared by the
 # workers, for the modules marked apache_kafka. Four workers, a file each at a time: every worker
 # has its own Spark session, metastore and embedded broker, and the subprocess-heavy fault tests run beside the rest (four on two cores:
-# 15.5-18.5 minutes against 19.4 on three, 2026-11-24; the workers also wait on subprocesses). The local-cluster
-# test (tests/functional/test_local_cluster.py, three JVMs) is part of it.
+# 15.5-18.5 minutes against 19.4 on three, 2026-11-24; the workers also wait on subprocesses). The standalone
+# cluster test (tests/functional/test_standalone_cluster.py: a master, two workers, the Thrift Server
+# and each run's executors) is part of it.
 # --no-loadscope-reorder: files go out in tests/conftest.py's order, longest first; xdist's
 # own order (most tests first) started the one-test fault files last, alone at the end.
 # First the documentation site is built, --strict (as `make docs`): a broken link fails the suite;
@@ -112,19 +113,21 @@ test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres chromium
 	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m tests.kafka_cluster run -- \
 		$(BIN)/python -m pytest tests --ignore=tests/docs -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
-# The parallel mirror on Spark's local-cluster master alone: executors in their own JVMs and Python workers.
-test-cluster: $(STAMP)
-	$(BIN)/python -m pytest tests -p no:cacheprovider -q -m cluster
+# The standalone Spark cluster's tests alone (tests/functional/test_standalone_cluster.py): both methods on
+# a master and two workers, and random kills of an executor and of dbt (LOGSTORE_CLUSTER_ROUNDS, default 2).
+test-cluster: $(STAMP) $(JARS_STAMP)
+	$(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests -p no:cacheprovider -q -m cluster
 
 # Random kills (tests/functional/test_faults_random.py) for as long as you like:
 # make soak ROUNDS=50 [SEED=N]; the rounds are written to soak-report.txt as they pass.
+# SOAK_TESTS=tests/functional/test_standalone_cluster.py: executor and dbt kills on the standalone cluster.
 # SOAK_TESTS="tests/functional/test_faults_random_iceberg.py tests/functional/test_faults_random_delta.py":
 # the same on Iceberg and on Delta.
 ROUNDS ?= 50
 SOAK_TESTS ?= tests/functional/test_faults_random.py
 soak: $(STAMP) $(JARS_STAMP)
 	rm -f soak-report.txt
-	LOGSTORE_KILL_ROUNDS=$(ROUNDS) LOGSTORE_KILL_SEED=$(SEED) LOGSTORE_KILL_REPORT=$(CURDIR)/soak-report.txt \
+	LOGSTORE_KILL_ROUNDS=$(ROUNDS) LOGSTORE_CLUSTER_ROUNDS=$(ROUNDS) LOGSTORE_KILL_SEED=$(SEED) LOGSTORE_KILL_REPORT=$(CURDIR)/soak-report.txt \
 		$(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest $(SOAK_TESTS) -p no:cacheprovider -q -s
 
 unit: $(STAMP)
@@ -146,6 +149,17 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/mirror.py $(BENCH_ARGS)
+
+# The cluster benchmark (benchmarks/cluster.py): on a standalone Spark cluster (a master and two
+# workers of one core, tests/functional/spark_cluster.py), the same change set (a keyed table's
+# first build) written to the same broker by the session-method mirror (one writer, two Spark
+# tasks), the thrift-method mirror (through a Spark Thrift Server on the cluster) and Spark's own
+# Kafka writer (DataFrame.write.format("kafka"), and INSERT INTO a kafka table over the Thrift
+# Server), one after the other in one run: records/s, ratios, CPU per record, peak memory; into
+# benchmarks/results-cluster.json. BENCH_ARGS="--brokers embedded,apache" also on Apache Kafka,
+# --quick for 50,000 rows (into benchmarks/results-cluster-quick.json).
+bench-cluster: $(BENCH_STAMP) $(JARS_STAMP)
+	$(BIN)/python benchmarks/cluster.py $(BENCH_ARGS)
 
 # The change-set benchmark (benchmarks/diff.py): a keyed rebuild's diff, JSON images against
 # typed rows and against the least a diff does (a join of keys and row hashes), next to the

@@ -310,13 +310,19 @@ def child_rebuild(spec: Dict[str, Any]) -> Dict[str, Any]:
             "log_seconds": run.get("log_seconds", 0.0)}
 
 
-def child_main(spec: Dict[str, Any]) -> None:
+def child_environment(spec: Dict[str, Any]) -> None:
+    """What a configuration's process reads: the profile's env_var()s, and quiet Spark logs
+    (benchmarks/cluster.py's children too)."""
     os.environ["BENCH_SESSION_DIR"] = spec["session_dir"]
     os.environ["BENCH_BOOTSTRAP_SERVERS"] = spec["servers"]
     os.environ["BENCH_KAFKA_CLIENT"] = spec["client"]
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.log.level=ERROR "
                           "--conf spark.ui.showConsoleProgress=false pyspark-shell")
+
+
+def child_main(spec: Dict[str, Any]) -> None:
+    child_environment(spec)
     result = {"raw": child_raw, "mirror": child_mirror, "rebuild": child_rebuild}[spec["kind"]](spec)
     result["driver_mb"] = peak_rss_mb(os.getpid())
     result["jvm_mb"] = jvm_peak_rss_mb() if spec["kind"] != "raw" else None
