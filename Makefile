@@ -114,7 +114,7 @@ test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres chromium
 		$(BIN)/python -m pytest tests --ignore=tests/docs -p no:cacheprovider -q -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The standalone Spark cluster's tests alone (tests/functional/test_standalone_cluster.py): both methods on
-# a master and two workers, and random kills of an executor and of dbt (LOGSTORE_CLUSTER_ROUNDS, default 2).
+# a master and two workers, and random kills of an executor and of dbt (LOGSTORE_CLUSTER_ROUNDS, default 1).
 test-cluster: $(STAMP) $(JARS_STAMP)
 	$(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests -p no:cacheprovider -q -m cluster
 

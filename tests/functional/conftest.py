@@ -2,7 +2,7 @@ import pytest
 
 # The Spark Thrift Server fixture (session-scoped; started only by tests that ask for it).
 from tests.functional.thrift_server import spark_thrift_server  # noqa: F401
-# The standalone Spark cluster (session-scoped; started only by tests that ask for it).
+# The standalone Spark cluster (module-scoped; started only by tests that ask for it).
 from tests.functional.spark_cluster import standalone_cluster  # noqa: F401
 
 

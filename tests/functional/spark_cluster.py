@@ -138,7 +138,7 @@ def _tails(work_dir: Path) -> str:
                      for p in sorted(work_dir.glob("*.log")))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # its daemons stop with the module that used them
 def standalone_cluster() -> Iterator[StandaloneCluster]:
     with tempfile.TemporaryDirectory(prefix="logstore-cluster-") as work_dir:
         cluster = start_standalone_cluster(Path(work_dir))
