@@ -16,7 +16,7 @@ from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import SqlWriteUnconfirmed, get_log_system
-from dbt.adapters.logstore.row_source import active_spark, iter_column_batches, statement_runner
+from dbt.adapters.logstore.row_source import active_spark, iter_column_batches, run_statement
 
 
 @dataclass
@@ -100,7 +100,7 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     # side they were not slower, and their transactions keep aborted tasks from read_committed
     # readers: docs/performance.md.)
     sql_tasks = (get_log_system(log.system).sql_tasks(
-        log, statement_runner(handle), changes_relation, _sibling(target_relation, "kafka"))
+        log, lambda sql: run_statement(handle, sql), changes_relation, _sibling(target_relation, "kafka"))
         if log.parallelism > 1 and spark is None
         # off unless asked for: a run killed during its INSERT left a log that did not replay
         # (test_standalone_cluster, thrift kills, 2026-11-27); until that is understood

@@ -155,17 +155,6 @@ def _fetch_batches(handle: Any, sql: str, batch_size: int) -> Iterator[List[Tupl
         yield [tuple(row) for row in batch]
 
 
-def statement_runner(handle: Any) -> Callable[[str], List[Tuple[Any, ...]]]:
-    """Runs statements for the mirror, returning their rows: on a session of its own with the
-    session method (its SQL settings stay off dbt's other threads), else on the model's
-    connection (thrift)."""
-    spark = active_spark(handle)
-    if spark is not None:
-        own = spark.newSession()
-        return lambda sql: [tuple(row) for row in own.sql(sql).collect()]
-    return lambda sql: run_statement(handle, sql)
-
-
 def run_statement(handle: Any, sql: str) -> List[Tuple[Any, ...]]:
     """One statement on the model's connection (thrift): its rows, [] for a statement without."""
     handle.cursor()
