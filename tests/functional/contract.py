@@ -87,11 +87,16 @@ ISOLATION = {"level": "read_committed"}
 
 
 def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 0.2,
-               timeout_seconds: float = 60.0, client: Optional[Mapping[str, Any]] = None) -> List[Message]:
+               timeout_seconds: float = 60.0, client: Optional[Mapping[str, Any]] = None,
+               slow_read_seconds: float = 900.0) -> List[Message]:
     """Every record of the topic, partition by partition, in offset order (assign(), no group).
     The tests read after the writes they check have finished, so a short quiet spell past the
-    high watermark is enough. `client`: more kafka-python settings (e.g. SASL, for a cluster
-    with ACLs)."""
+    high watermark is enough; while it is not reached (a transaction still open), the read goes
+    on for `timeout_seconds`. The topic's end offsets as the read starts (its last stable
+    offsets under read_committed) must be reached, however long that takes up to
+    `slow_read_seconds`: a read that falls short fails rather than return part of the topic
+    (600,000 records took 23 s alone and over 60 on a loaded machine, 2026-11-27). `client`:
+    more kafka-python settings (e.g. SASL, for a cluster with ACLs)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None,
                              enable_auto_commit=False, isolation_level=ISOLATION["level"],
                              **dict(client or {}))
@@ -101,10 +106,11 @@ def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 0.2,
             return []
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
+        there = consumer.end_offsets(parts)  # what the read must get to
         out: List[Message] = []
-        deadline = time.monotonic() + timeout_seconds
-        idle_since = time.monotonic()
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        idle_since = started
+        while True:
             polled = consumer.poll(timeout_ms=200)
             if polled:
                 idle_since = time.monotonic()
@@ -115,6 +121,15 @@ def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 0.2,
                             and consumer.position(tp) >= consumer.highwater(tp) for tp in parts)
             if caught_up and time.monotonic() - idle_since >= idle_seconds:
                 break
+            waited = time.monotonic() - started
+            if waited >= timeout_seconds:
+                short = {tp.partition: (consumer.position(tp), there[tp]) for tp in parts
+                         if consumer.position(tp) < there[tp]}
+                if not short:
+                    break
+                assert waited < slow_read_seconds, (
+                    f"read {len(out)} records of {topic} in {waited:.0f} s, short of the end "
+                    f"offsets it had as the read started (partition: (position, end)): {short}")
         return sorted(out, key=lambda m: (m.partition, m.offset))
     finally:
         consumer.close()
