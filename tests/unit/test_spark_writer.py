@@ -136,6 +136,25 @@ def test_end_offsets_that_lag_are_read_again(monkeypatch):
     assert not any(q.startswith("select count(*) from logstore_kafka_read") for q in server.statements)
 
 
+def test_with_fewer_acks_offsets_that_count_the_change_set_are_still_counted(monkeypatch):
+    # acks=1: the end offsets may lag the try's records while an earlier run's INSERT, still
+    # going on, makes up the count: Spark counts, finds 3 of 4, and the end offsets are read again
+    server = FakeServer(counted=4, writes=[({0: 4}, 3)])
+    reads = iter([{0: 10, 1: 20}, {0: 14, 1: 20}, {0: 15, 1: 20}])  # before, 1 foreign + 3, settled
+    counts = iter([3, 4])
+    monkeypatch.setattr(server, "end_offsets", lambda: next(reads))
+    monkeypatch.setattr(spark_writer.time, "sleep", lambda s: None)
+    original = server.query
+
+    def query(sql):
+        rows = original(sql)
+        return [(next(counts),)] if sql.startswith("select count(*) from logstore_kafka_read") else rows
+    server.query = query
+    [(_, result)] = tasks(server, client_properties={"acks": "1"})(attempt())
+    assert result.offsets == {0: (10, 15)}
+    assert sum(q.startswith("select count(*) from logstore_kafka_read") for q in server.statements) == 2
+
+
 def test_a_server_without_the_kafka_source_is_told_apart():
     assert not tasks(FakeServer(0, [], has_kafka=False)).available()
 
