@@ -127,9 +127,7 @@ def test_the_session_method_on_the_cluster(standalone_cluster, kafka_bootstrap_s
                for log in logs) >= 1
 
 
-def test_the_thrift_method_on_the_cluster(cluster_thrift, kafka_bootstrap_servers, tmp_path_factory,
-                                          monkeypatch):
-    monkeypatch.setenv("LOGSTORE_THRIFT_SPARK_WRITER", "1")  # off by default (mirror.py)
+def test_the_thrift_method_on_the_cluster(cluster_thrift, kafka_bootstrap_servers, tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster_thrift_project")
     schema = f"cluster_{uuid.uuid4().hex[:8]}"
     write_project(root, schema, kafka_bootstrap_servers, cluster_thrift, models=MODELS)
@@ -217,4 +215,5 @@ def test_random_kills_on_the_cluster(method, standalone_cluster, kafka_bootstrap
     writers = {m.header("logstore.writer") for m in read_topic(bootstrap, topic)}
     if server is None:
         assert len(writers) >= 2 and all(w.startswith("task-") for w in writers), writers
-    # behind the Thrift Server: the cursor (Spark's writer is off by default: mirror.py)
+    else:
+        assert writers and all(w.startswith("spark-kafka.") for w in writers), writers

@@ -3,7 +3,6 @@ the driver (one writer, log_snapshots.write_change_set) or by Spark tasks (paral
 or, when a run recovers, the snapshot an earlier attempt already confirmed adopted."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
@@ -101,10 +100,7 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     # readers: docs/performance.md.)
     sql_tasks = (get_log_system(log.system).sql_tasks(
         log, lambda sql: run_statement(handle, sql), changes_relation, _sibling(target_relation, "kafka"))
-        if log.parallelism > 1 and spark is None
-        # off unless asked for: a run killed during its INSERT left a log that did not replay
-        # (test_standalone_cluster, thrift kills, 2026-11-27); until that is understood
-        and os.environ.get("LOGSTORE_THRIFT_SPARK_WRITER") == "1" else None)
+        if log.parallelism > 1 and spark is None else None)
     try:
         if sql_tasks is not None:
             try:
