@@ -156,8 +156,9 @@ bench: $(BENCH_STAMP) $(JARS_STAMP)
 # tasks), the thrift-method mirror (through a Spark Thrift Server on the cluster) and Spark's own
 # Kafka writer (DataFrame.write.format("kafka"), and INSERT INTO a kafka table over the Thrift
 # Server), one after the other in one run: records/s, ratios, CPU per record, peak memory; into
-# benchmarks/results-cluster.json. BENCH_ARGS="--brokers embedded,apache" also on Apache Kafka,
-# --quick for 50,000 rows (into benchmarks/results-cluster-quick.json).
+# benchmarks/results-cluster.json (and under "cluster" in benchmarks/results.json) and its plot
+# benchmarks/plots/cluster-throughput.png. BENCH_ARGS="--brokers embedded,apache" also on Apache
+# Kafka, --quick for 50,000 rows (into benchmarks/results-cluster-quick.json, plots/quick-*.png).
 bench-cluster: $(BENCH_STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/cluster.py $(BENCH_ARGS)
 

@@ -13,6 +13,12 @@ brokers-mirror-throughput.png and brokers-rebuild-time.png.
 - rebuild-time: the keyed rebuild's run time (1% of the rows changed) with the log and without
   it, by rows, and the mirror step within the run with the log.
 
+A result of benchmarks/cluster.py (it has "executor_cores") gives one plot instead:
+results-cluster.json gives plots/cluster-throughput.png (results-cluster-quick.json:
+quick-cluster-throughput.png), records/s per configuration as bars, a panel per broker, each with
+its ratio to Spark's writer (DataFrame); a failed configuration has no bar, one that fell back to
+the cursor (cluster.py's "fell_back") a hatched one. benchmarks/cluster.py draws it after its run.
+
 Only what the result holds is drawn: a figure or series the JSON lacks (older results do not
 record the CPU bound or the commit) is left out, and the subtitle says so.
 """
@@ -50,6 +56,13 @@ RAW_STYLE = {"color": "black", "marker": "s", "linewidth": 2.4, "markersize": 7}
 MIRROR_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 MIRROR_MARKERS = ["o", "^", "D", "v", "P", "X"]
 BOUND_STYLE = {"color": "tab:red", "linestyle": "--", "marker": "_", "linewidth": 1.6, "markersize": 14}
+DPI = 110
+
+CLUSTER_THROUGHPUT = "throughput.png"  # after the result's name: cluster-throughput.png
+SPARK_WRITER = "Spark writer (DataFrame)"  # the cluster result's reference (cluster.py's with_ratios)
+KIND_STYLE = {"session": ("tab:blue", "mirror, session method"), "thrift": ("tab:orange", "mirror, thrift method"),
+              "spark": ("0.45", "Spark's own Kafka writer"), "spark_sql": ("0.45", "Spark's own Kafka writer")}
+BROKER_TITLES = {"embedded": "embedded broker (tansu)", "apache": "Apache Kafka, 3 nodes"}
 
 
 def plot_paths(results_path: Optional[Path], out_dir: Optional[Path] = None) -> Tuple[Path, Path]:
@@ -64,16 +77,47 @@ def plot_paths(results_path: Optional[Path], out_dir: Optional[Path] = None) -> 
     return out_dir / (prefix + THROUGHPUT), out_dir / (prefix + REBUILD)
 
 
+def is_cluster_result(data: Dict[str, Any]) -> bool:
+    """benchmarks/cluster.py's result (it records its executor cores), not mirror.py's."""
+    return "executor_cores" in data
+
+
+def cluster_plot_path(results_path: Optional[Path], out_dir: Optional[Path] = None) -> Path:
+    """results-cluster.json: plots/cluster-throughput.png; results-cluster-quick.json (--quick):
+    plots/quick-cluster-throughput.png, which .gitignore keeps out as every quick-*.png."""
+    if out_dir is None:
+        out_dir = (results_path.parent if results_path else HERE) / "plots"
+    stem = results_path.stem if results_path else "results-cluster"
+    name = stem[len("results-"):] if stem.startswith("results-") else stem
+    if name.endswith("-quick"):
+        name = "quick-" + name[:-len("-quick")]
+    return out_dir / f"{name}-{CLUSTER_THROUGHPUT}"
+
+
+def write_cluster_plot(results: Union[str, Path, Dict[str, Any]], out_dir: Union[str, Path, None] = None) -> Path:
+    """Write the cluster benchmark's plot (a JSON file's path or its dict); return its path."""
+    path = None if isinstance(results, dict) else Path(results)
+    target = cluster_plot_path(path, Path(out_dir) if out_dir is not None else None)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    figure = cluster_figure(load(results))
+    FigureCanvasAgg(figure)
+    figure.savefig(target, dpi=DPI)
+    return target
+
+
 def write_plots(results: Union[str, Path, Dict[str, Any]], out_dir: Union[str, Path, None] = None) -> List[Path]:
-    """Write both plots of a result (a JSON file's path or its dict); return their paths."""
+    """Write the plots of a result (a JSON file's path or its dict): both of a mirror result, the
+    one of a cluster result; return their paths."""
     path = None if isinstance(results, dict) else Path(results)
     data = load(results)
+    if is_cluster_result(data):
+        return [write_cluster_plot(data if path is None else path, out_dir)]
     throughput, rebuild = plot_paths(path, Path(out_dir) if out_dir is not None else None)
     throughput.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for figure, target in ((throughput_figure(data), throughput), (rebuild_figure(data), rebuild)):
         FigureCanvasAgg(figure)
-        figure.savefig(target, dpi=110)
+        figure.savefig(target, dpi=DPI)
         written.append(target)
     return written
 
@@ -107,10 +151,12 @@ def tick_label(value: float, _: Any = None) -> str:
     return f"{value:.0f}"
 
 
-def subtitle(data: Dict[str, Any], notes: Iterable[str], width_in: float = 12.0) -> str:
-    """Date, machine and commit of the result, its command and the notes, wrapped to the figure."""
-    facts = [data.get("date") or "date not recorded", data.get("machine") or "machine not recorded",
-             f"commit {data['commit']}" if data.get("commit") else "commit not recorded"]
+def subtitle(data: Dict[str, Any], notes: Iterable[str], width_in: float = 12.0,
+             facts: Optional[List[str]] = None) -> str:
+    """Date, machine and commit of the result (or the `facts` given), its command and the notes,
+    wrapped to the figure."""
+    facts = facts or [data.get("date") or "date not recorded", data.get("machine") or "machine not recorded",
+                      f"commit {data['commit']}" if data.get("commit") else "commit not recorded"]
     lines = [" · ".join(facts)]
     if data.get("command"):
         lines.append(data["command"])
@@ -135,10 +181,11 @@ def _rows_axis(ax: Any, rows: List[float]) -> None:
     ax.set_xticklabels([rows_label(r) for r in rows])
 
 
-def _figure(width: float, body: float, title: str, data: Dict[str, Any], notes: List[str]) -> Tuple[Figure, float]:
+def _figure(width: float, body: float, title: str, data: Dict[str, Any], notes: List[str],
+            facts: Optional[List[str]] = None) -> Tuple[Figure, float]:
     """A figure `width` inches wide with the title and the subtitle on top of `body` inches of
     axes; and the top of the axes' area (figure fraction)."""
-    text = subtitle(data, notes, width)
+    text = subtitle(data, notes, width, facts)
     header = 0.75 + 0.2 * (text.count("\n") + 1)
     figure = Figure(figsize=(width, header + body))
     height = figure.get_figheight()
@@ -148,9 +195,9 @@ def _figure(width: float, body: float, title: str, data: Dict[str, Any], notes: 
     return figure, 1 - header / height
 
 
-def _margins(figure: Figure, top: float, bottom_in: float = 0.75, **more: float) -> None:
+def _margins(figure: Figure, top: float, bottom_in: float = 0.75, left_in: float = 0.85, **more: float) -> None:
     width, height = figure.get_size_inches()
-    figure.subplots_adjust(top=top, bottom=bottom_in / height, left=0.85 / width, right=1 - 0.25 / width, **more)
+    figure.subplots_adjust(top=top, bottom=bottom_in / height, left=left_in / width, right=1 - 0.25 / width, **more)
 
 
 # --- records/s by rows ---------------------------------------------------------------------------
@@ -338,10 +385,88 @@ def rebuild_figure(data: Dict[str, Any]) -> Figure:
     return figure
 
 
+# --- the cluster benchmark: records/s per configuration ------------------------------------------
+
+def cluster_figure(data: Dict[str, Any]) -> Figure:
+    """Horizontal bars of records/s per configuration, a panel per broker, each bar labelled with
+    its records/s and its ratio to Spark's writer (DataFrame) on that broker. A failed
+    configuration has no bar, only "failed"; one whose records the cursor wrote after Spark's
+    writer ("fell_back") is hatched."""
+    from matplotlib.patches import Patch
+
+    entries = data.get("configurations") or []
+
+    def broker(e: Dict[str, Any]) -> str:
+        return e.get("broker") or "embedded"
+
+    brokers = sorted({broker(e) for e in entries}, key=lambda b: (b != "embedded", b)) or ["embedded"]
+    notes = [f"{e['configuration']} @{broker(e)} fell back to the cursor: {e.get('note', '')}"
+             for e in entries if e.get("fell_back") and not e.get("failed")]
+    notes += [f"FAILED {e['configuration']} @{broker(e)}: {str(e.get('error'))[:100]}"
+              for e in entries if e.get("failed")]
+    facts = [f"{data['rows']:,} rows (one record each)" if data.get("rows") else "rows not recorded",
+             data.get("date") or "date not recorded", data.get("cluster") or "cluster not recorded",
+             # cluster.py's "N cores, M GiB, <platform>": the platform would take a line of its own
+             ", ".join((data.get("machine") or "machine not recorded").split(", ")[:2])]
+    rates = [e["records_per_s"] for e in entries if not e.get("failed") and e.get("records_per_s")]
+    counts = [max(1, sum(broker(e) == b for e in entries)) for b in brokers]
+    figure, top = _figure(1280 / DPI, sum(0.42 * n + 0.75 for n in counts) + 0.9,
+                          "Cluster: records/s to Kafka per configuration, beside Spark's own writer",
+                          data, notes, facts)
+    axes = figure.subplots(len(brokers), 1, squeeze=False, sharex=True, gridspec_kw={"height_ratios": counts})[:, 0]
+    for broker_name, ax in zip(brokers, axes):
+        here = [e for e in entries if broker(e) == broker_name]
+        for y, e in enumerate(here):
+            color = KIND_STYLE.get(e.get("kind"), ("tab:gray", ""))[0]
+            rate = None if e.get("failed") else e.get("records_per_s")
+            if rate is None:  # no bar: nothing was measured
+                ax.annotate("failed", (0, y), textcoords="offset points", xytext=(6, 0), va="center",
+                            fontsize=9, color="tab:red", fontweight="bold")
+                continue
+            fell_back = bool(e.get("fell_back"))
+            ax.barh(y, rate, 0.62, color=color, edgecolor="0.15" if fell_back else color,
+                    hatch="///" if fell_back else None, alpha=0.55 if fell_back else 1.0)
+            ratio = e.get("ratio_to_spark_writer")
+            text = f"{rate:,.0f} records/s" + (
+                "  (the reference)" if e["configuration"] == SPARK_WRITER else
+                f"  ×{ratio:.2f} {SPARK_WRITER}" if ratio is not None else "")
+            ax.annotate(text + ("  · fell back to the cursor" if fell_back else ""), (rate, y),
+                        textcoords="offset points", xytext=(5, 0), va="center", fontsize=8.5,
+                        color="0.1", fontweight="bold" if e["configuration"] == SPARK_WRITER else "normal",
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # over the dashed line
+        reference = next((e.get("records_per_s") for e in here
+                          if e["configuration"] == SPARK_WRITER and not e.get("failed")), None)
+        if reference:
+            ax.axvline(reference, color="0.3", linestyle="--", linewidth=1, zorder=0)
+        ax.set_yticks(range(len(here)))
+        ax.set_yticklabels([e["configuration"] for e in here], fontsize=9.5)
+        ax.set_ylim(max(1, len(here)) - 0.5, -0.5)  # the first configuration on top
+        ax.set_title(BROKER_TITLES.get(broker_name, broker_name), fontsize=11, loc="left")
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.set_axisbelow(True)
+        if not here:
+            ax.text(0.5, 0.5, "no configuration in this result", ha="center", va="center",
+                    transform=ax.transAxes, color="0.4")
+    axes[-1].set_xlim(0, max(rates) * 1.75 if rates else 1)  # room for the labels right of the bars
+    axes[-1].xaxis.set_major_formatter(FuncFormatter(tick_label))
+    axes[-1].set_xlabel(f"records/s (dashed: {SPARK_WRITER}; ×: records/s / its records/s on the same broker)")
+    kinds = {e.get("kind") for e in entries}
+    shown = {label: color for kind, (color, label) in KIND_STYLE.items() if kind in kinds}  # spark, spark_sql: one
+    handles = [Patch(color=color, label=label) for label, color in shown.items()]
+    if any(e.get("fell_back") and not e.get("failed") for e in entries):
+        handles.append(Patch(facecolor=KIND_STYLE["thrift"][0], alpha=0.55, edgecolor="0.15", hatch="///",
+                             label="fell back to the cursor (Spark's writer's records unconfirmed)"))
+    if handles:
+        figure.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9, frameon=False)
+    _margins(figure, top, bottom_in=1.05, left_in=2.45, hspace=0.32)
+    return figure
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="*", default=[str(HERE / "results.json")],
-                        help="results JSON file(s) of benchmarks/mirror.py (default: benchmarks/results.json)")
+                        help="results JSON file(s) of benchmarks/mirror.py or benchmarks/cluster.py "
+                        "(default: benchmarks/results.json)")
     parser.add_argument("--out", help="directory of the PNG files (default: plots/ next to each JSON)")
     args = parser.parse_args(argv)
     for results in args.results:

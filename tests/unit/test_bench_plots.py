@@ -127,3 +127,47 @@ def test_the_cpu_bound_the_benchmark_records_is_drawn(monkeypatch):
     figure = plots.throughput_figure(results)
     bounds = [line for ax in figure.axes for line in ax.get_lines() if line.get_label().startswith("CPU bound")]
     assert [list(line.get_ydata()) for line in bounds] == [[80_000.0, 80_000.0]] * 2
+
+
+def _cluster_results():
+    def entry(name, kind, rate, broker="apache", **more):
+        return {"configuration": name, "broker": broker, "kind": kind, "rows": 200_000, "records": 200_000,
+                "records_per_s": rate, "ratio_to_spark_writer": rate / 40_000.0, "topic_records": 200_000, **more}
+
+    configurations = [entry("session, 1 writer", "session", 25_000.0),
+                      entry("Spark writer (DataFrame)", "spark", 40_000.0),
+                      entry("thrift, 2 tasks (Spark's writer)", "thrift", 30_000.0)]
+    configurations += [dict(c, broker="embedded") for c in configurations]
+    configurations[-1].update(fell_back=True, topic_records=400_000, note="the cursor wrote the change set again")
+    configurations[3] = {"configuration": "session, 1 writer", "broker": "embedded", "kind": "session",
+                         "rows": 200_000, "failed": True, "error": "RuntimeError: exit 1"}
+    return {"date": "2026-11-27 04:38 UTC", "machine": "2 cores, 24 GiB, Linux", "rows": 200_000,
+            "cluster": "standalone: master + 2 workers of 1 core", "executor_cores": 2,
+            "command": "python benchmarks/cluster.py --brokers embedded,apache", "configurations": configurations}
+
+
+def test_a_cluster_result_draws_its_bars_per_broker(tmp_path):
+    results = _cluster_results()
+    assert plots.is_cluster_result(results) and not plots.is_cluster_result(_results())
+    figure = plots.cluster_figure(results)
+    assert [ax.get_title(loc="left") for ax in figure.axes] == ["embedded broker (tansu)", "Apache Kafka, 3 nodes"]
+    embedded = figure.axes[0]
+    assert len(embedded.patches) == 2  # the failed configuration has no bar
+    assert [p.get_hatch() for p in embedded.patches] == [None, "///"]  # the fallback is hatched
+    texts = [t.get_text() for t in embedded.texts]
+    assert texts[0] == "failed" and texts[-1].endswith("×0.75 Spark writer (DataFrame)  · fell back to the cursor")
+    assert "200,000 rows" in _texts(figure) and "--brokers embedded,apache" in _texts(figure)
+    path = plots.write_cluster_plot(results, tmp_path)
+    assert path == tmp_path / "cluster-throughput.png"
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_the_command_line_recognises_a_cluster_result(tmp_path):
+    for name, png in (("results-cluster.json", "cluster-throughput.png"),
+                      ("results-cluster-quick.json", "quick-cluster-throughput.png")):
+        saved = tmp_path / name
+        saved.write_text(json.dumps(_cluster_results()))
+        assert plots.main([str(saved)]) == 0
+        assert (tmp_path / "plots" / png).read_bytes()[:8] == PNG_SIGNATURE
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["cluster-throughput.png",
+                                                                      "quick-cluster-throughput.png"]
