@@ -95,7 +95,7 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # so that none of them starts last while the other workers sit idle.
 LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-26 (`--durations`)
     "test_table_formats",  # ~870 s: Delta ~520, Iceberg ~340
-    "test_standalone_cluster",  # ~450 s alone under load, 2026-11-27 (each run starts its executors)
+    "test_standalone_cluster",  # ~1,210 s in the full run of 2026-11-27 04:44 (four tests then, two now)
     "test_faults_random_delta",  # ~660 s
     "test_faults_random_iceberg",  # ~500 s
     "test_faults_random",  # ~440 s
@@ -103,6 +103,7 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_schema_changes",  # ~405 s
     "test_options",  # ~330 s
     "test_contract",  # ~310 s
+    "test_install",  # ~90 s alone, ~315 s in the full run of 2026-11-27 04:44: make wheel, a fresh venv, dbt debug and run
     "test_peer_flink",  # ~300 s
     "test_consuming",  # ~270 s
     "test_reduced_inputs",  # ~225 s
@@ -114,7 +115,6 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_faults_late",  # ~190 s
     "test_microbatch",  # ~190 s
     "test_faults_early",  # ~170 s
-    "test_install",  # ~90 s alone, 2026-11-27: make wheel, a fresh venv from pip's cache, dbt debug and run
     "test_live_spark",  # ~140 s
     "test_live_flink",  # ~130 s
     "test_seeds",  # ~125 s

@@ -9,13 +9,14 @@ dbt-spark's methods on it, on Apache Kafka:
   own Kafka writer in the executors (kafka/spark_writer.py), the records placed as Kafka's
   partitioner places them;
 
-each with a keyed table, a keyless table and a keyed incremental model, two runs, the contract
-checked after each (the confirmed records replay to the table). Then random kills on the
-cluster: an executor JVM killed in the middle of the parallel mirror, and the dbt run killed
-in the middle of it; the next run recovers and the contract holds. Rounds per method:
-LOGSTORE_CLUSTER_ROUNDS (default 1, as `make test` runs it: an executor killed under the session
-method, the dbt run killed behind the Thrift Server; `make soak` sets more, each kill then
-chosen at random); the seed: LOGSTORE_KILL_SEED, printed so a round can be replayed.
+each with a keyed table, a keyless table and a keyed incremental model (and an eventual log behind
+the Thrift Server): a first run, the contract checked (the confirmed records replay to the
+table); then rounds of random kills on the cluster, an executor JVM or the dbt run killed in the
+middle of the keyed model's parallel mirror; the run goes on or the next run recovers, and the
+contract holds for every model. Rounds per method: LOGSTORE_CLUSTER_ROUNDS (default 1, as
+`make test` runs it: an executor killed under the session method, the dbt run killed behind the
+Thrift Server; `make soak` sets more, each kill then chosen at random); the seed:
+LOGSTORE_KILL_SEED, printed so a round can be replayed.
 """
 import json
 import os
@@ -23,7 +24,6 @@ import random
 import signal
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -57,13 +57,16 @@ select {{ var('step') }} as step, id from range(150) as r(id)
 """
 # Spark's Kafka source and its dependencies (`make jars`: jars/spark-kafka/pom.xml)
 SPARK_KAFKA_JARS = sorted((JARS / "spark-kafka").glob("*.jar"))
-# an eventual log: idempotent producers in the session's tasks, Spark's writer behind the server
+# an eventual log: Spark's writer behind the server (the thrift test's models only)
 EVENTUAL = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_consistency='eventual',
           log_system_partitions=2, log_mirror_parallelism=2, kafka_topic='eventual_' ~ var('suffix')) }}
 select id, {{ var('step') }} * (id % 3) as n from range({{ var('step') }} * 10, 500) as r(id)
 """
 MODELS = {"keyed": KEYED, "keyless": KEYLESS, "incremental": INCREMENTAL, "eventual": EVENTUAL}
+# the session method's eventual logs are its Python tasks with idempotent producers (as in
+# test_parallel_mirror); behind the Thrift Server they take Spark's writer, as every consistency
+SESSION_MODELS = {k: v for k, v in MODELS.items() if k != "eventual"}
 TOPICS = {"keyed": "keyed_", "keyless": "keyless_", "incremental": "appended_", "eventual": "eventual_"}
 
 # each application's share of the cluster: one 1-core executor on each worker
@@ -90,55 +93,16 @@ def cluster_thrift(standalone_cluster, tmp_path_factory):
         _stop(server.process)
 
 
-def _check(project: FaultProject, bootstrap: str, topic: str, snapshots: int, model: str) -> list:
-    confirmations = wait_for_confirmations(bootstrap, topic, snapshots)
-    assert [c["snapshot"] for c in confirmations] == list(range(1, snapshots + 1)), model
+def _check(project: FaultProject, bootstrap: str, topic: str, at_least: int, model: str) -> list:
+    """The model's confirmations (at least `at_least`, numbered from 1 in order), and the
+    confirmed records replay to its table."""
+    confirmations = wait_for_confirmations(bootstrap, topic, at_least)
+    assert len(confirmations) >= at_least, (model, len(confirmations))
+    assert [c["snapshot"] for c in confirmations] == list(range(1, len(confirmations) + 1)), model
     types, table = project.rows(model)
     assert sum(table.values()) > 0, model
     assert replay_confirmed(bootstrap, topic, types, table) == table, model
     return confirmations
-
-
-def _two_runs(project: FaultProject, bootstrap: str) -> "tuple[str, dict]":
-    suffix = uuid.uuid4().hex[:8]
-    last = {}
-    for step in (1, 2):
-        run = dbt(project.root, "run", "--vars", json.dumps({"step": step, "suffix": suffix}))
-        assert run.returncode == 0, run.stdout[-3000:]
-        for model, prefix in TOPICS.items():
-            last[model] = _check(project, bootstrap, prefix + suffix, step, model)[-1]
-    assert project.tables() == set(MODELS), "no change, staging or lock table left behind"
-    return suffix, last
-
-
-def test_the_session_method_on_the_cluster(standalone_cluster, kafka_bootstrap_servers,
-                                           tmp_path_factory):
-    root = tmp_path_factory.mktemp("cluster_session")
-    schema = f"cluster_{uuid.uuid4().hex[:8]}"
-    write_project(root, schema, kafka_bootstrap_servers, None, models=MODELS,
-                  profile=_session_profile(standalone_cluster))
-    _, last = _two_runs(FaultProject(root, schema, None), kafka_bootstrap_servers)
-    # the driver confirmed what the Spark tasks wrote ...
-    for model, confirmation in last.items():
-        assert confirmation["writers"] and all(w.startswith("task-") for w in confirmation["writers"]), model
-    # ... and they ran in the executors' processes: their logs show the mirror's Python tasks
-    logs = standalone_cluster.executor_logs()
-    assert sum("Times: total = " in log or "Starting Python task execution" in log
-               for log in logs) >= 1
-
-
-def test_the_thrift_method_on_the_cluster(cluster_thrift, kafka_bootstrap_servers, tmp_path_factory):
-    root = tmp_path_factory.mktemp("cluster_thrift_project")
-    schema = f"cluster_{uuid.uuid4().hex[:8]}"
-    write_project(root, schema, kafka_bootstrap_servers, cluster_thrift, models=MODELS)
-    suffix, last = _two_runs(FaultProject(root, schema, cluster_thrift), kafka_bootstrap_servers)
-    # Spark's Kafka writer wrote every change set (transactional and eventual), once (its first
-    # try), and was confirmed
-    for model, confirmation in last.items():
-        assert list(confirmation["writers"]) == ["spark-kafka.0"], (model, confirmation)
-    # the keyed records sit where Kafka's partitioner puts their keys (as every writer's do)
-    records = read_topic(kafka_bootstrap_servers, f"keyed_{suffix}")
-    assert records and all(m.partition == partition_for(m.key, [0, 1, 2]) for m in records)
 
 
 def _records_so_far(bootstrap: str, topic: str) -> int:
@@ -160,40 +124,60 @@ def _kill_group(process) -> None:
 
 
 @pytest.mark.parametrize("method", ["session", "thrift"])
-def test_random_kills_on_the_cluster(method, standalone_cluster, kafka_bootstrap_servers,
-                                     tmp_path_factory, request):
-    """Each round: a run of the keyed model (two tasks: the session method's Python tasks on
-    20,000 rows, or Spark's faster Kafka writer behind the Thrift Server on 200,000) with a kill in the middle of its
-    mirror, once the first records are on the topic plus a random delay: of one of the run's
-    executor JVMs (Spark runs the lost task again; the run goes on) or of the dbt run itself
-    (the next run recovers; behind the Thrift Server the killed run's INSERT may go on). Then
-    the contract."""
+def test_the_contract_and_random_kills_on_the_cluster(method, standalone_cluster, kafka_bootstrap_servers,
+                                                      tmp_path_factory, request):
+    """One project per method (one Spark application's start-up less than a test each):
+
+    - a first run of every model, without faults: the contract for each, and who wrote the
+      records: the session's Python tasks (the executors' logs show them), or behind the Thrift
+      Server Spark's Kafka writer, once (its first try), the keyed records in the partitions
+      Kafka's partitioner gives their keys;
+    - then each round (LOGSTORE_CLUSTER_ROUNDS): a run of every model at the next step, the keyed
+      one on more rows (the session method's Python tasks on 20,000, Spark's faster writer on
+      100,000), with a kill once its first records are on the topic plus a random delay: of one
+      of the run's executor JVMs (Spark runs the lost task again; the run goes on) or of the dbt
+      run itself (the next run recovers; behind the Thrift Server the killed run's INSERT may go
+      on). The first round kills an executor under the session method and dbt behind the Thrift
+      Server; later ones choose at random. Then the contract for every model."""
     rounds = int(os.environ.get("LOGSTORE_CLUSTER_ROUNDS") or 1)
     seed = int(os.environ.get("LOGSTORE_KILL_SEED") or random.SystemRandom().randrange(1 << 30))
     print(f"random kills on the standalone cluster, {method} method: seed {seed}, {rounds} rounds "
           f"(LOGSTORE_KILL_SEED={seed} replays them)")
     rng = random.Random(f"{seed}-{method}")
-    root = tmp_path_factory.mktemp(f"cluster_kills_{method}")
-    schema = f"kills_{uuid.uuid4().hex[:8]}"
     server = request.getfixturevalue("cluster_thrift") if method == "thrift" else None
-    write_project(root, schema, kafka_bootstrap_servers, server, models={"keyed": KEYED},
+    models = MODELS if server else SESSION_MODELS
+    root = tmp_path_factory.mktemp(f"cluster_{method}")
+    schema = f"cluster_{uuid.uuid4().hex[:8]}"
+    write_project(root, schema, kafka_bootstrap_servers, server, models=models,
                   profile=None if server else _session_profile(standalone_cluster))
-    project, suffix = FaultProject(root, schema, server), uuid.uuid4().hex[:8]
-    topic, bootstrap = f"keyed_{suffix}", kafka_bootstrap_servers
-    snapshots = 0
+    project, suffix, bootstrap = FaultProject(root, schema, server), uuid.uuid4().hex[:8], kafka_bootstrap_servers
+    topics = {model: TOPICS[model] + suffix for model in models}
+
+    run = dbt(root, "run", "--vars", json.dumps({"step": 1, "suffix": suffix}))
+    assert run.returncode == 0, run.stdout[-3000:]
+    first = {model: _check(project, bootstrap, topic, 1, model)[-1] for model, topic in topics.items()}
+    if server is None:  # the driver confirmed what the Spark tasks wrote, in the executors
+        for model, confirmation in first.items():
+            assert confirmation["writers"] and all(w.startswith("task-") for w in confirmation["writers"]), model
+        assert any("Times: total = " in log or "Starting Python task execution" in log
+                   for log in standalone_cluster.executor_logs())
+    else:  # Spark's Kafka writer wrote every change set (transactional and eventual), once
+        for model, confirmation in first.items():
+            assert list(confirmation["writers"]) == ["spark-kafka.0"], (model, confirmation)
+        records = read_topic(bootstrap, topics["keyed"])
+        assert records and all(m.partition == partition_for(m.key, [0, 1, 2]) for m in records)
+
+    snapshots = {model: 1 for model in models}
     for n in range(rounds):
-        # the first round kills an executor of the session's run and the Thrift Server's dbt
-        # client (`make test` runs one round per method: one kill of each kind); then at random
-        first = "executor" if server is None else "dbt"
-        victim = first if n == 0 else rng.choice(("executor", "dbt"))
+        victim = ("executor" if server is None else "dbt") if n == 0 else rng.choice(("executor", "dbt"))
         delay = rng.uniform(0.0, 0.5)
         context = f"{method} round {n + 1}: {victim} killed {delay:.2f} s into the mirror (seed {seed})"
         print(context)
-        variables = json.dumps({"step": n + 1, "suffix": suffix, "rows": 200000 if server else 20000})
-        before = _records_so_far(bootstrap, topic) if snapshots else 0
+        variables = json.dumps({"step": n + 2, "suffix": suffix, "rows": 100000 if server else 20000})
+        before = _records_so_far(bootstrap, topics["keyed"])
         run = dbt(root, "run", "--vars", variables, wait=False, new_session=True)
         deadline = time.monotonic() + 240
-        while _records_so_far(bootstrap, topic) <= before and run.poll() is None:
+        while _records_so_far(bootstrap, topics["keyed"]) <= before and run.poll() is None:
             assert time.monotonic() < deadline, f"{context}: the mirror never started"
             time.sleep(0.1)
         time.sleep(delay)
@@ -207,12 +191,12 @@ def test_random_kills_on_the_cluster(method, standalone_cluster, kafka_bootstrap
             _kill_group(run)
             recovered = dbt(root, "run", "--vars", variables)
             assert recovered.returncode == 0, f"{context}: recovery failed\n{recovered.stdout[-3000:]}"
-        confirmations = wait_for_confirmations(bootstrap, topic, snapshots + 1)
-        snapshots = len(confirmations)
-        print(f"{context}: confirmed by {sorted(confirmations[-1].get('writers') or [])}")
-        _check(project, bootstrap, topic, snapshots, "keyed")
-        assert project.tables() == {"keyed"}, f"{context}: left behind"
-    writers = {m.header("logstore.writer") for m in read_topic(bootstrap, topic)}
+        for model, topic in topics.items():  # every model logged this step (a rerun may add one)
+            snapshots[model] = len(_check(project, bootstrap, topic, snapshots[model] + 1, model))
+        keyed = wait_for_confirmations(bootstrap, topics["keyed"], snapshots["keyed"])
+        print(f"{context}: confirmed by {[sorted(c.get('writers') or []) for c in keyed[1:]]}")
+        assert project.tables() == set(models), f"{context}: a change, staging or lock table left behind"
+    writers = {m.header("logstore.writer") for m in read_topic(bootstrap, topics["keyed"])}
     if server is None:
         assert len(writers) >= 2 and all(w.startswith("task-") for w in writers), writers
     else:
