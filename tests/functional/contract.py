@@ -123,8 +123,8 @@ def read_topic(bootstrap_servers: str, topic: str, idle_seconds: float = 0.2,
                 break
             waited = time.monotonic() - started
             if waited >= timeout_seconds:
-                short = {tp.partition: (consumer.position(tp), there[tp]) for tp in parts
-                         if consumer.position(tp) < there[tp]}
+                positions = {tp: consumer.position(tp) for tp in parts}
+                short = {tp.partition: (positions[tp], there[tp]) for tp in parts if positions[tp] < there[tp]}
                 if not short:
                     break
                 assert waited < slow_read_seconds, (

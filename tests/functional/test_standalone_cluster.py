@@ -191,10 +191,10 @@ def test_the_contract_and_random_kills_on_the_cluster(method, standalone_cluster
             _kill_group(run)
             recovered = dbt(root, "run", "--vars", variables)
             assert recovered.returncode == 0, f"{context}: recovery failed\n{recovered.stdout[-3000:]}"
-        for model, topic in topics.items():  # every model logged this step (a rerun may add one)
-            snapshots[model] = len(_check(project, bootstrap, topic, snapshots[model] + 1, model))
-        keyed = wait_for_confirmations(bootstrap, topics["keyed"], snapshots["keyed"])
-        print(f"{context}: confirmed by {[sorted(c.get('writers') or []) for c in keyed[1:]]}")
+        confirmed = {model: _check(project, bootstrap, topic, snapshots[model] + 1, model)
+                     for model, topic in topics.items()}  # every model logged this step (a rerun may add one)
+        snapshots = {model: len(confirmations) for model, confirmations in confirmed.items()}
+        print(f"{context}: confirmed by {[sorted(c.get('writers') or []) for c in confirmed['keyed'][1:]]}")
         assert project.tables() == set(models), f"{context}: a change, staging or lock table left behind"
     writers = {m.header("logstore.writer") for m in read_topic(bootstrap, topics["keyed"])}
     if server is None:

@@ -284,6 +284,7 @@ class SparkKafkaTasks:
         earlier run's INSERT still going on, are not counted). Read again while they hold fewer
         than the job wrote (end offsets lag)."""
         deadline = time.monotonic() + SETTLE_SECONDS
+        acks_all = _acks_all(self.log)
         while True:
             after = self.end_offsets()
             # every partition (Spark's Kafka source wants them all), empty where none grew
@@ -292,13 +293,15 @@ class SparkKafkaTasks:
             # exactly the change set's count of offsets: every record once and nothing else
             # (each was sent at least once, and acks=all puts each below the end offsets once the
             # job is done; with fewer acks the end offsets may lag, and another writer's records,
-            # an earlier run's INSERT still going on, could make up the count); more: Spark reads
-            # the range back and counts the try's
-            if grown == expected and _acks_all(self.log):
+            # an earlier run's INSERT still going on, could make up the count); otherwise Spark
+            # reads the range back and counts the try's
+            if grown < expected:
+                written = grown
+            elif grown == expected and acks_all:
                 written = expected
             else:
                 written = self._count(count_sql(attempt, writer, str(self.log.topic), bounds,
-                                                _options(self.log))) if grown >= expected else grown
+                                                _options(self.log)))
             if written >= expected or time.monotonic() > deadline:
                 return {p: r for p, r in bounds.items() if r[1] > r[0]}, written
             time.sleep(0.2)
