@@ -56,7 +56,15 @@ RAW_STYLE = {"color": "black", "marker": "s", "linewidth": 2.4, "markersize": 7}
 MIRROR_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 MIRROR_MARKERS = ["o", "^", "D", "v", "P", "X"]
 BOUND_STYLE = {"color": "tab:red", "linestyle": "--", "marker": "_", "linewidth": 1.6, "markersize": 14}
-DPI = 110
+# Drawn for the width the Performance page shows them at: its content column at 1280 pixels is
+# 748 CSS pixels (7.4 inches at 100 pixels an inch), saved at twice that (DPI 200) for the
+# full-size image a click away. No text smaller than MIN_FONT points: 8.5 points at DPI 200 shown
+# at half size is 11.8 CSS pixels. Each PNG records its smallest text in file pixels (MIN_TEXT_KEY),
+# which the site's layout test scales by the width the image is shown at (tests/docs/test_layout.py).
+WIDTH_IN = 7.4
+DPI = 200
+MIN_FONT = 8.5
+MIN_TEXT_KEY = "logstore:min-text-px"
 
 CLUSTER_THROUGHPUT = "throughput.png"  # after the result's name: cluster-throughput.png
 SPARK_WRITER = "Spark writer (DataFrame)"  # the cluster result's reference (cluster.py's with_ratios)
@@ -99,10 +107,22 @@ def write_cluster_plot(results: Union[str, Path, Dict[str, Any]], out_dir: Union
     path = None if isinstance(results, dict) else Path(results)
     target = cluster_plot_path(path, Path(out_dir) if out_dir is not None else None)
     target.parent.mkdir(parents=True, exist_ok=True)
-    figure = cluster_figure(load(results))
-    FigureCanvasAgg(figure)
-    figure.savefig(target, dpi=DPI)
+    save(cluster_figure(load(results)), target)
     return target
+
+
+def min_text_px(figure: Figure) -> float:
+    """The smallest visible text of a figure, in pixels of its PNG (font size at DPI)."""
+    from matplotlib.text import Text
+    sizes = [t.get_fontsize() for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes) * DPI / 72.0 if sizes else 0.0
+
+
+def save(figure: Figure, target: Path) -> None:
+    """The figure as a PNG at DPI, its smallest text's size in its metadata (MIN_TEXT_KEY)."""
+    FigureCanvasAgg(figure)
+    figure.draw_without_rendering()  # the legends' and ticks' texts exist before they are measured
+    figure.savefig(target, dpi=DPI, metadata={MIN_TEXT_KEY: f"{min_text_px(figure):.1f}"})
 
 
 def write_plots(results: Union[str, Path, Dict[str, Any]], out_dir: Union[str, Path, None] = None) -> List[Path]:
@@ -116,8 +136,7 @@ def write_plots(results: Union[str, Path, Dict[str, Any]], out_dir: Union[str, P
     throughput.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for figure, target in ((throughput_figure(data), throughput), (rebuild_figure(data), rebuild)):
-        FigureCanvasAgg(figure)
-        figure.savefig(target, dpi=DPI)
+        save(figure, target)
         written.append(target)
     return written
 
@@ -189,8 +208,8 @@ def _figure(width: float, body: float, title: str, data: Dict[str, Any], notes: 
     header = 0.75 + 0.2 * (text.count("\n") + 1)
     figure = Figure(figsize=(width, header + body))
     height = figure.get_figheight()
-    figure.text(0.5, 1 - 0.12 / height, title, ha="center", va="top", fontsize=14, fontweight="bold")
-    figure.text(0.5, 1 - 0.48 / height, text, ha="center", va="top", fontsize=8.5, color="0.25",
+    figure.text(0.5, 1 - 0.12 / height, title, ha="center", va="top", fontsize=12, fontweight="bold", wrap=True)
+    figure.text(0.5, 1 - 0.48 / height, text, ha="center", va="top", fontsize=MIN_FONT, color="0.25",
                 linespacing=1.5)
     return figure, 1 - header / height
 
@@ -218,7 +237,7 @@ def _label_points(ax: Any, points: List[Tuple[float, float, str, str]], gap_px: 
         shift = max(0.0, (placed[-1] - wanted[-1]) / 2) if placed else 0.0  # centre the pushed group
         left = x == first and len({p[0] for p in points}) > 1
         for (_, y, text, color), y_px, at in zip(here, wanted, placed):
-            ax.annotate(text, (x, y), textcoords="offset points", fontsize=7.5, va="center",
+            ax.annotate(text, (x, y), textcoords="offset points", fontsize=MIN_FONT, va="center",
                         ha="right" if left else "left", color=color,
                         xytext=(-8 if left else 8, (at - shift - y_px) * to_points))
 
@@ -252,10 +271,10 @@ def throughput_figure(data: Dict[str, Any]) -> Figure:
     style = {label: (MIRROR_COLORS[i % len(MIRROR_COLORS)], MIRROR_MARKERS[i % len(MIRROR_MARKERS)])
              for i, label in enumerate(labels)}
 
-    ncols, nrows = max(1, len(clients)), max(1, len(brokers))
-    figure, top = _figure(max(9.5, 6.6 * ncols + 0.4), 5.4 * nrows + 0.1,
+    nrows = len(panels)  # one column of panels: the page's column is narrow
+    figure, top = _figure(WIDTH_IN, 4.6 * nrows + 0.5 * (nrows - 1),
                           "Mirror throughput by rows, beside the raw producer", data, notes)
-    axes = figure.subplots(nrows, ncols, squeeze=False)
+    axes = figure.subplots(nrows, 1, squeeze=False)
     all_rows = sorted({c["rows"] for c in measured} | {b["rows"] for b in bounds})
     labelled = []
     for (broker_name, client), ax in zip(panels, [ax for row in axes for ax in row]):
@@ -309,11 +328,11 @@ def throughput_figure(data: Dict[str, Any]) -> Figure:
                                  if c["kind"] == "mirror" and c.get("ratio_to_raw") is not None})
             title = (f"×raw: mirror / raw producer at {' / '.join(rows_label(r) for r in shown_rows)} rows"
                      if shown_rows else None)
-            ax.legend(fontsize=7.5, loc="best", framealpha=0.9, title=title, title_fontsize=7.5)
+            ax.legend(fontsize=MIN_FONT, loc="best", framealpha=0.9, title=title, title_fontsize=MIN_FONT)
         else:
             ax.text(0.5, 0.5, "no configuration measured in this result", ha="center", va="center",
                     transform=ax.transAxes, color="0.4")
-    _margins(figure, top, hspace=0.3, wspace=0.18)
+    _margins(figure, top, left_in=0.95, hspace=0.35)
     for ax, marks in labelled:  # the layout is final: the labels' pixel distances hold
         _label_points(ax, marks)
     return figure
@@ -335,7 +354,7 @@ def rebuild_figure(data: Dict[str, Any]) -> Figure:
     lacking = [name for key, name in names.items() if any(r.get(key) is None for r in measured)]
     if lacking:
         notes.append(f"not in this result for every row count, not drawn there: {', '.join(lacking)}")
-    figure, top = _figure(9.5, 5.2, "Keyed rebuild, 1% of the rows changed: run time with and without the log",
+    figure, top = _figure(WIDTH_IN, 4.8, "Keyed rebuild, 1% of the rows changed: run time with and without the log",
                           data, notes)
     ax = figure.subplots()
     if not measured:
@@ -367,7 +386,7 @@ def rebuild_figure(data: Dict[str, Any]) -> Figure:
         if mirror is not None:
             bar(i + width / 2, mirror, "mirror_s", color="none", edgecolor="0.15", hatch="///", linewidth=0.8)
             ax.annotate(f"{mirror:.1f} s", (i + width / 2, mirror), textcoords="offset points", xytext=(0, 3),
-                        ha="center", va="bottom", fontsize=8, color="0.1")
+                        ha="center", va="bottom", fontsize=MIN_FONT, color="0.1")
     ax.set_xticks(range(len(measured)))
     ax.set_xticklabels([f"{r['rows']:,} rows" + (f" [{r.get('client')}]" if len(clients) > 1 else "")
                         + (f"\n{r['records']:,} records emitted" if r.get("records") is not None else "")
@@ -380,7 +399,7 @@ def rebuild_figure(data: Dict[str, Any]) -> Figure:
     ax.set_axisbelow(True)
     ax.set_title("each rebuild in a fresh process" + (f", {clients[0]} client" if len(clients) == 1 else "")
                  + "; ×: with the log / without", fontsize=10)
-    ax.legend(fontsize=9, loc="upper left")
+    ax.legend(fontsize=MIN_FONT, loc="upper left")
     _margins(figure, top, bottom_in=0.95)
     return figure
 
@@ -410,7 +429,7 @@ def cluster_figure(data: Dict[str, Any]) -> Figure:
              ", ".join((data.get("machine") or "machine not recorded").split(", ")[:2])]
     rates = [e["records_per_s"] for e in entries if not e.get("failed") and e.get("records_per_s")]
     counts = [max(1, sum(broker(e) == b for e in entries)) for b in brokers]
-    figure, top = _figure(1280 / DPI, sum(0.42 * n + 0.75 for n in counts) + 0.9,
+    figure, top = _figure(WIDTH_IN, sum(0.42 * n + 0.75 for n in counts) + 1.2,
                           "Cluster: records/s to Kafka per configuration, beside Spark's own writer",
                           data, notes, facts)
     axes = figure.subplots(len(brokers), 1, squeeze=False, sharex=True, gridspec_kw={"height_ratios": counts})[:, 0]
@@ -427,10 +446,10 @@ def cluster_figure(data: Dict[str, Any]) -> Figure:
             ax.barh(y, rate, 0.62, color=color, edgecolor="0.15" if fell_back else color,
                     hatch="///" if fell_back else None, alpha=0.55 if fell_back else 1.0)
             ratio = e.get("ratio_to_spark_writer")
-            text = f"{rate:,.0f} records/s" + (
-                "  (the reference)" if e["configuration"] == SPARK_WRITER else
-                f"  ×{ratio:.2f} {SPARK_WRITER}" if ratio is not None else "")
-            ax.annotate(text + ("  · fell back to the cursor" if fell_back else ""), (rate, y),
+            text = f"{rate_label(rate)}/s" + (
+                "  (reference)" if e["configuration"] == SPARK_WRITER else
+                f"  ×{ratio:.2f}" if ratio is not None else "")
+            ax.annotate(text + ("  (fell back)" if fell_back else ""), (rate, y),
                         textcoords="offset points", xytext=(5, 0), va="center", fontsize=8.5,
                         color="0.1", fontweight="bold" if e["configuration"] == SPARK_WRITER else "normal",
                         bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # over the dashed line
@@ -447,9 +466,9 @@ def cluster_figure(data: Dict[str, Any]) -> Figure:
         if not here:
             ax.text(0.5, 0.5, "no configuration in this result", ha="center", va="center",
                     transform=ax.transAxes, color="0.4")
-    axes[-1].set_xlim(0, max(rates) * 1.75 if rates else 1)  # room for the labels right of the bars
+    axes[-1].set_xlim(0, max(rates) * 1.45 if rates else 1)  # room for the labels right of the bars
     axes[-1].xaxis.set_major_formatter(FuncFormatter(tick_label))
-    axes[-1].set_xlabel(f"records/s (dashed: {SPARK_WRITER}; ×: records/s / its records/s on the same broker)")
+    axes[-1].set_xlabel("records/s (dashed, ×: against the reference)")
     kinds = {e.get("kind") for e in entries}
     shown = {label: color for kind, (color, label) in KIND_STYLE.items() if kind in kinds}  # spark, spark_sql: one
     handles = [Patch(color=color, label=label) for label, color in shown.items()]
@@ -457,8 +476,8 @@ def cluster_figure(data: Dict[str, Any]) -> Figure:
         handles.append(Patch(facecolor=KIND_STYLE["thrift"][0], alpha=0.55, edgecolor="0.15", hatch="///",
                              label="fell back to the cursor (Spark's writer's records unconfirmed)"))
     if handles:
-        figure.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9, frameon=False)
-    _margins(figure, top, bottom_in=1.05, left_in=2.45, hspace=0.32)
+        figure.legend(handles=handles, loc="lower center", ncol=min(2, len(handles)), fontsize=MIN_FONT, frameon=False)
+    _margins(figure, top, bottom_in=1.25, left_in=2.3, hspace=0.32)
     return figure
 
 

@@ -155,11 +155,36 @@ def test_a_cluster_result_draws_its_bars_per_broker(tmp_path):
     assert len(embedded.patches) == 2  # the failed configuration has no bar
     assert [p.get_hatch() for p in embedded.patches] == [None, "///"]  # the fallback is hatched
     texts = [t.get_text() for t in embedded.texts]
-    assert texts[0] == "failed" and texts[-1].endswith("×0.75 Spark writer (DataFrame)  · fell back to the cursor")
+    assert texts[0] == "failed" and texts[-1] == "30.0k/s  ×0.75  (fell back)"
     assert "200,000 rows" in _texts(figure) and "--brokers embedded,apache" in _texts(figure)
     path = plots.write_cluster_plot(results, tmp_path)
     assert path == tmp_path / "cluster-throughput.png"
     assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def _png_texts(data: bytes) -> dict:
+    """The tEXt chunks of a PNG file."""
+    texts, at = {}, 8
+    while at < len(data):
+        length, kind = int.from_bytes(data[at:at + 4], "big"), data[at + 4:at + 8]
+        if kind == b"tEXt":
+            key, _, value = data[at + 8:at + 8 + length].partition(b"\0")
+            texts[key.decode("latin-1")] = value.decode("latin-1")
+        at += 12 + length
+    return texts
+
+
+def test_each_plot_records_its_smallest_text_for_the_width_it_is_drawn_at(tmp_path):
+    """The site's layout test reads it: 8.5 points at DPI 200 are 23.6 pixels of the file, 11.8 CSS
+    pixels on the Performance page's 748-pixel column at 1280."""
+    paths = plots.write_plots(_results(), tmp_path) + [plots.write_cluster_plot(_cluster_results(), tmp_path)]
+    for path in paths:
+        data = path.read_bytes()
+        width = int.from_bytes(data[16:20], "big")
+        assert width == round(plots.WIDTH_IN * plots.DPI), path
+        smallest = float(_png_texts(data)[plots.MIN_TEXT_KEY])
+        assert smallest == 23.6, path
+        assert smallest * 748 / width >= 11, path
 
 
 def test_the_command_line_recognises_a_cluster_result(tmp_path):
