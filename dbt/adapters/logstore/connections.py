@@ -1,17 +1,35 @@
-"""Connection manager: dbt-spark's, with safe defaults for the local session method."""
+"""Connection manager: dbt-spark's, with safe defaults for the local session method, the
+Spark engine's own output kept off dbt's console (engine_output.py), every profile field
+checked when a connection opens (profile_checks.py), and a failed statement reported by
+Spark's one-line cause (its Java stack trace only in dbt's debug log)."""
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional
 
+from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore import engine_output
+from dbt.adapters.logstore.profile_checks import check_profile
+
+logger = AdapterLogger("Spark")
 
 
-def session_defaults(session_dir: str) -> Dict[str, str]:
+def session_defaults(session_dir: str, engine_log: Optional[Path] = None) -> Dict[str, str]:
     """Spark settings for a local session that binds to loopback only, shows no UI and keeps
-    its warehouse, metastore and derby.log under `session_dir` instead of the current directory."""
+    its warehouse, metastore and derby.log under `session_dir` instead of the current directory
+    (with `engine_log`: Derby's log there, and no progress bars)."""
     session_dir = os.path.abspath(session_dir)
+    java_options = f"-Dderby.system.home={session_dir}"
+    quiet = {}
+    if engine_log is not None:
+        java_options += " " + engine_output.derby_options(engine_log)
+        quiet = {"spark.ui.showConsoleProgress": "false"}
     return {
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
@@ -19,8 +37,20 @@ def session_defaults(session_dir: str) -> Dict[str, str]:
         "spark.sql.warehouse.dir": os.path.join(session_dir, "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL":
             f"jdbc:derby:;databaseName={os.path.join(session_dir, 'metastore_db')};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={session_dir}",
+        "spark.driver.extraJavaOptions": java_options,
+        **quiet,
     }
+
+
+def spark_cause(exc: BaseException) -> str:
+    """The first line of what Spark said: its error class and message, without the Java stack
+    trace, the query plan or py4j's 'An error occurred while calling o42.sql.'"""
+    text = str(getattr(exc, "desc", None) or getattr(exc, "msg", None) or exc)
+    for line in text.splitlines():
+        line = line.strip().lstrip(":").strip()
+        if line and not line.startswith(("An error occurred while calling", "Runtime Error")):
+            return line
+    return type(exc).__name__
 
 
 class LogstoreConnectionManager(SparkConnectionManager):
@@ -29,14 +59,41 @@ class LogstoreConnectionManager(SparkConnectionManager):
     def __init__(self, profile: Any, mp_context: Any) -> None:
         super().__init__(profile, mp_context)
         creds = profile.credentials
+        # the profile's checks name it (profile_checks.py)
+        self.profile_name = (getattr(profile, "profile_name", None), getattr(profile, "target_name", None))
+        self.engine_log: Optional[Path] = None
         if creds.method == SparkConnectionMethod.SESSION:
             if not creds.session_dir:
                 root = getattr(profile, "project_root", None) or os.getcwd()
                 target = getattr(profile, "target_path", None) or "target"
                 creds.session_dir = os.path.join(root, target, "logstore_spark")
-            for key, value in session_defaults(creds.session_dir).items():
+            if getattr(creds, "engine_output", "file") != "console":
+                self.engine_log = engine_output.engine_log_path(profile)
+            for key, value in session_defaults(creds.session_dir, self.engine_log).items():
                 creds.server_side_parameters.setdefault(key, value)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             # Spark's Python workers (parallel mirror, reading upstream changes) run dbt's own
             # interpreter, which has this package and kafka-python, not the first `python3`.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    def open(self, connection: Any) -> Any:  # type: ignore[override]
+        """Every profile field checked first (one sentence naming the field and the profile,
+        before Spark or Kafka is reached); the session method's JVM started with its output in
+        the engine log."""
+        check_profile(connection.credentials, *self.profile_name)
+        connection = super().open(connection)
+        creds = connection.credentials
+        if creds.method == SparkConnectionMethod.SESSION and self.engine_log is not None:
+            engine_output.start_session_quietly(dict(creds.server_side_parameters), self.engine_log)
+        return connection
+
+    @contextmanager
+    def exception_handler(self, sql: str) -> Iterator[None]:
+        """A failed statement: dbt's error with Spark's one-line cause; the whole of it (Java
+        stack trace, query plan) in dbt's debug log (logs/dbt.log, or the console with --debug)."""
+        try:
+            yield
+        except Exception as exc:
+            logger.debug(f"Error while running:\n{sql}")
+            logger.debug(str(getattr(exc, "msg", None) or exc))
+            raise DbtRuntimeError(spark_cause(exc)) from None

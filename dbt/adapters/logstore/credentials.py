@@ -27,6 +27,13 @@ FIELD_DESCRIPTIONS: Dict[str, str] = {
         "SASL/SSL files and `max.request.size` translated. Topic management and recovery stay on "
         "kafka-python."),
     "session_dir": "Session method only: where the warehouse and the Derby metastore live.",
+    "engine_output": (
+        "Session method only: where Spark's, Hive's and Derby's own output goes. `file`: "
+        "appended to `dbt-logstore-engine.log` in dbt's log directory (`logs/`), so the console "
+        "shows dbt's lines only; `console`: on the console, stage progress bars included, as "
+        "plain dbt-spark prints it. A failed statement shows Spark's one-line cause either way; "
+        "its whole text (the Java stack trace) is in `logs/dbt.log`, or on the console with "
+        "`dbt --debug`."),
     "lock_lease_seconds": (
         "How long a model's run lock lasts without renewal. An expired lock is taken over by the "
         "next run (see [One run at a time](operations.md#one-run-at-a-time-locks-and-leases))."),
@@ -47,6 +54,7 @@ class LogstoreCredentials(SparkCredentials):
     kafka_properties: Dict[str, str] = field(default_factory=dict)
     kafka_client: str = "kafka-python"
     session_dir: Optional[str] = None  # None: <project>/<target-path>/logstore_spark
+    engine_output: str = "file"  # engine_output.py: "file" or "console"
     # The owner renews its lock at every protocol step (run_lock.py).
     lock_lease_seconds: float = 600
 
