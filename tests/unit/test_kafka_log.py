@@ -648,12 +648,21 @@ def test_prepare_admin_gets_admin_settings_only(fake_admin):
     assert config["bootstrap_servers"] == ["b1:9092"]
 
 
-def test_prepare_broker_error_is_unreachable_and_closes(fake_admin):
-    fake_admin.create_error = KafkaTimeoutError("timed out")
-    with pytest.raises(DbtRuntimeError) as info:
-        KafkaLogSystem().prepare(make_log())
+def test_prepare_broker_error_is_unreachable_and_closes(fake_admin, monkeypatch):
+    def silent(self, new_topics, validate_only=False):
+        raise KafkaTimeoutError("timed out")
+    monkeypatch.setattr(fake_admin, "create_topics", silent)
+    with pytest.raises(DbtRuntimeError) as info:  # tried again for the whole 300 ms window
+        KafkaLogSystem().prepare(make_log({"bootstrap.timeout.ms": "300"}))
     assert "unreachable" in str(info.value) and "timed out" in str(info.value)
-    assert fake_admin.closed == 1
+    assert "no broker answered while creating the topics within 0.3 s" in str(info.value)
+    assert fake_admin.closed == len(fake_admin.configs) > 1  # every try's admin closed
+
+
+def test_prepare_retries_a_timeout_with_a_fresh_admin(fake_admin):
+    fake_admin.create_error = KafkaTimeoutError("timed out")  # once: a node down, then answers
+    assert KafkaLogSystem().prepare(make_log()) == 1
+    assert fake_admin.closed == len(fake_admin.configs) == 2
 
 
 # --- check (dbt debug) ----------------------------------------------------------------------

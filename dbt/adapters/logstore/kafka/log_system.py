@@ -3,7 +3,7 @@ crash, a writer per commit on the profile's Kafka client (python_writer, conflue
 their settings in config) and the read side (reading)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, Optional, Set, Tuple, TypeVar
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -14,6 +14,7 @@ from dbt.adapters.logstore.kafka.errors import (
     bridge_kafka_logs, describe, kafka_failure,
 )
 from dbt.adapters.logstore.kafka.reading import KafkaLogReader
+from dbt.adapters.logstore.kafka.retrying import closing, retriable, with_retries
 from dbt.adapters.logstore.lifecycle.retention import creation_settings
 from dbt.adapters.logstore.log_address import servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, control_topic_for
@@ -24,6 +25,7 @@ bridge_kafka_logs()  # kafka-python's log lines go to dbt's debug log, not the c
 
 # The topic settings that decide what a data topic keeps (LogState.settings).
 KEPT_SETTINGS = ("cleanup.policy", "retention.ms", "retention.bytes")
+T = TypeVar("T")
 _NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a broker that has no topic ids
 
 
@@ -33,77 +35,86 @@ def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
 
 
 
+def _admin_config(log: LogConfig) -> Dict[str, Any]:
+    from kafka import KafkaAdminClient
+
+    admin_keys = KafkaAdminClient.DEFAULT_CONFIG
+    return {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in admin_keys}
+
+
+def _with_admin(log: LogConfig, conversation: Callable[[Any], T], doing: str) -> T:
+    """One conversation on its own admin client, tried again while a node is down
+    (retrying.with_retries); kafka-python's errors in plain words."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    config = _admin_config(log)
+
+    def attempt() -> T:
+        admin = KafkaAdminClient(**config)
+        try:
+            return conversation(admin)
+        finally:
+            closing(admin)
+
+    try:
+        return with_retries(attempt, config, doing)
+    except KafkaError as exc:
+        raise _unreachable(log, exc) from exc
+
+
 class KafkaLogSystem(LogSystem):
     name = "kafka"
 
-    @staticmethod
-    def _admin(log: LogConfig) -> Any:
-        from kafka import KafkaAdminClient
-        from kafka.errors import KafkaError
-
-        admin_keys = KafkaAdminClient.DEFAULT_CONFIG
-        config = {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in admin_keys}
-        try:
-            return KafkaAdminClient(**config)
-        except KafkaError as exc:
-            raise _unreachable(log, exc) from exc
-
     def prepare(self, log: LogConfig) -> int:
-        from kafka.admin import NewTopic
-        from kafka.errors import KafkaError, TopicAlreadyExistsError
+        return _with_admin(log, lambda admin: self._prepare(log, admin), "creating the topics")
 
-        admin = self._admin(log)
-        try:
-            existing = self._partition_count(admin, str(log.topic))
-            if existing is None:
-                try:
-                    # settings that keep the contract, under the model's own (lifecycle/retention.py)
-                    admin.create_topics([NewTopic(str(log.topic), log.partitions, log.replication,
-                                                  topic_configs=creation_settings(log))])
-                    existing = log.partitions
-                except TopicAlreadyExistsError:  # created concurrently: fine
-                    existing = self._partition_count(admin, str(log.topic))
-            if self._partition_count(admin, control_topic_for(str(log.topic))) is None:
-                try:
-                    # kept forever: a confirmation must outlive the records it confirms
-                    admin.create_topics([NewTopic(control_topic_for(str(log.topic)), 1,
-                                                  log.replication,
-                                                  topic_configs={"retention.ms": "-1"})])
-                except TopicAlreadyExistsError:
-                    pass
-            transactions = log.transaction_topic  # Debezium's BEGIN/END, one partition as Debezium's
-            if transactions and self._partition_count(admin, transactions) is None:
-                try:
-                    admin.create_topics([NewTopic(transactions, 1, log.replication)])
-                except TopicAlreadyExistsError:
-                    pass
-            if existing is not None and existing < log.partitions:
-                raise LogConfigError(
-                    f"Model '{log.model}': topic '{log.topic}' has {existing} partitions but "
-                    f"'log.system.partitions' is {log.partitions}. Allowed: at most the topic's "
-                    f"partition count (growing a topic would move keys between partitions)."
-                )
-        except KafkaError as exc:
-            raise _unreachable(log, exc) from exc
-        finally:
-            admin.close()
+    def _prepare(self, log: LogConfig, admin: Any) -> int:
+        from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        existing = self._partition_count(admin, str(log.topic))
+        if existing is None:
+            try:
+                # settings that keep the contract, under the model's own (lifecycle/retention.py)
+                admin.create_topics([NewTopic(str(log.topic), log.partitions, log.replication,
+                                              topic_configs=creation_settings(log))])
+                existing = log.partitions
+            except TopicAlreadyExistsError:  # created concurrently: fine
+                existing = self._partition_count(admin, str(log.topic))
+        if self._partition_count(admin, control_topic_for(str(log.topic))) is None:
+            try:
+                # kept forever: a confirmation must outlive the records it confirms
+                admin.create_topics([NewTopic(control_topic_for(str(log.topic)), 1,
+                                              log.replication,
+                                              topic_configs={"retention.ms": "-1"})])
+            except TopicAlreadyExistsError:
+                pass
+        transactions = log.transaction_topic  # Debezium's BEGIN/END, one partition as Debezium's
+        if transactions and self._partition_count(admin, transactions) is None:
+            try:
+                admin.create_topics([NewTopic(transactions, 1, log.replication)])
+            except TopicAlreadyExistsError:
+                pass
+        if existing is not None and existing < log.partitions:
+            raise LogConfigError(
+                f"Model '{log.model}': topic '{log.topic}' has {existing} partitions but "
+                f"'log.system.partitions' is {log.partitions}. Allowed: at most the topic's "
+                f"partition count (growing a topic would move keys between partitions)."
+            )
         return int(existing or log.partitions)
 
     def observe(self, log: LogConfig) -> LogState:
-        from kafka.errors import KafkaError
-
         topic, control = str(log.topic), control_topic_for(str(log.topic))
-        admin = self._admin(log)
-        try:
-            cluster_id = admin.describe_cluster().get("cluster_id")
+
+        def described(admin: Any) -> Tuple[Any, Set[str], Dict[str, Any], Dict[str, str]]:
             existing = set(admin.list_topics())
             ids = {d["name"]: _topic_id(d) for d in admin.describe_topics(
                 [t for t in (topic, control) if t in existing])} if {topic, control} & existing else {}
-            settings = self._settings(admin, topic) if topic in existing else {}
-        except KafkaError as exc:
-            raise _unreachable(log, exc) from exc
-        finally:
-            admin.close()
+            return (admin.describe_cluster().get("cluster_id"), existing, ids,
+                    self._settings(admin, topic) if topic in existing else {})
+
+        cluster_id, existing, ids, settings = _with_admin(log, described, "describing the topics")
         reader = self.open_reader(log)
         try:
             starts, ends = reader.offsets() if topic in existing else ({}, {})
@@ -125,7 +136,9 @@ class KafkaLogSystem(LogSystem):
         try:
             described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
                                                config_filter="all")
-        except (KafkaError, NotImplementedError):  # a broker without DescribeConfigs
+        except (KafkaError, NotImplementedError) as exc:  # a broker without DescribeConfigs
+            if retriable(exc):
+                raise  # a node down, not an answer: the conversation is tried again
             return {}
         found: Dict[str, str] = {}
         for key, data in _config_entries(described, topic):
@@ -139,25 +152,27 @@ class KafkaLogSystem(LogSystem):
         from kafka.admin import NewTopic
         from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-        admin = self._admin(log)
-        try:
-            topics = admin.list_topics()
-            lines = [f"Kafka at {log.bootstrap_servers}: reachable ({len(topics)} topics)"]
-            probe = "dbt-logstore-debug-probe"
-            try:  # validate_only: a broker that honours it creates nothing
-                admin.create_topics([NewTopic(probe, 1, 1)], validate_only=True)
-                lines.append("Kafka topics: creatable")
-            except TopicAlreadyExistsError:
-                lines.append("Kafka topics: creatable")
-            if probe in admin.list_topics():  # a broker that ignored validate_only
-                admin.delete_topics([probe])
-            return lines
-        except KafkaError as exc:
-            raise DbtRuntimeError(
-                f"Kafka at '{log.bootstrap_servers}' is reachable but refused a check: "
-                f"{describe(exc)}") from exc
-        finally:
-            admin.close()
+        def checked(admin: Any) -> "list[str]":
+            try:
+                topics = admin.list_topics()
+                lines = [f"Kafka at {log.bootstrap_servers}: reachable ({len(topics)} topics)"]
+                probe = "dbt-logstore-debug-probe"
+                try:  # validate_only: a broker that honours it creates nothing
+                    admin.create_topics([NewTopic(probe, 1, 1)], validate_only=True)
+                    lines.append("Kafka topics: creatable")
+                except TopicAlreadyExistsError:
+                    lines.append("Kafka topics: creatable")
+                if probe in admin.list_topics():  # a broker that ignored validate_only
+                    admin.delete_topics([probe])
+                return lines
+            except KafkaError as exc:
+                if retriable(exc):
+                    raise  # a node down: the next try asks another
+                raise DbtRuntimeError(
+                    f"Kafka at '{log.bootstrap_servers}' is reachable but refused a check: "
+                    f"{describe(exc)}") from exc
+
+        return _with_admin(log, checked, "checking the cluster")
 
     @staticmethod
     def _partition_count(admin: Any, topic: str) -> Optional[int]:
@@ -167,7 +182,6 @@ class KafkaLogSystem(LogSystem):
         return len(description["partitions"])
 
     def find_confirmation(self, log: LogConfig, table_id: str, changeset: str) -> Optional[Dict[str, Any]]:
-        from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
         try:
@@ -175,14 +189,11 @@ class KafkaLogSystem(LogSystem):
                 # Fence the crashed writer first: its open transaction is aborted, so it can
                 # neither commit later nor hold back read_committed readers of the control topic.
                 # The writers of a parallel mirror (Spark tasks) are fenced too.
+                config = client_config(log, PRODUCER_DEFAULTS)
                 for writer_id in [table_id] + [task_writer_id(table_id, i) for i in range(log.parallelism)
                                                if log.parallelism > 1]:
-                    fence = KafkaProducer(transactional_id=transactional_id(writer_id),
-                                          **client_config(log, PRODUCER_DEFAULTS))
-                    try:
-                        fence.init_transactions()
-                    finally:
-                        fence.close()
+                    with_retries(lambda: _fence(config, transactional_id(writer_id)), config,
+                                 "fencing the crashed writer")
         except KafkaError as exc:
             raise _unreachable(log, exc) from exc
         try:
@@ -226,6 +237,17 @@ class KafkaLogSystem(LogSystem):
             logger.warning(message)
             return None
         return tasks
+
+
+def _fence(config: Dict[str, Any], transactional: str) -> None:
+    """Abort the open transaction of `transactional` (a new epoch of it: init_transactions)."""
+    from kafka import KafkaProducer
+
+    fence = KafkaProducer(transactional_id=transactional, **config)
+    try:
+        fence.init_transactions()
+    finally:
+        fence.close()
 
 
 def _topic_id(description: Dict[str, Any]) -> Optional[str]:

@@ -9,6 +9,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.kafka.config import PRODUCER_DEFAULTS, client_config
 from dbt.adapters.logstore.kafka.errors import kafka_failure, write_cause
+from dbt.adapters.logstore.kafka.retrying import closing, with_retries
 from dbt.adapters.logstore.kafka.writer import TransactionClock, partition_for
 from dbt.adapters.logstore.log_address import servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
@@ -52,15 +53,22 @@ class KafkaLogWriter(LogWriter):
         if log.transactional:
             config["transactional_id"] = transactional_id(writer_id)
         self._producer = None
-        try:
+
+        def start() -> Any:
             self._producer = KafkaProducer(**config)
-            if log.transactional:
-                self._producer.init_transactions()
-                self._producer.begin_transaction()
-            partitions = self._producer.partitions_for(str(log.topic))
+            try:
+                if log.transactional:
+                    self._producer.init_transactions()
+                    self._producer.begin_transaction()
+                return self._producer.partitions_for(str(log.topic))
+            except BaseException:  # refused after it started: its thread and sockets go
+                closing(self._producer)
+                self._producer = None
+                raise
+
+        try:
+            partitions = with_retries(start, config, "starting the producer")
         except KafkaError as exc:
-            if self._producer is not None:  # refused after it started: its thread and sockets go
-                self._producer.close(timeout=1)
             # A writer opens after the table commit: its caller says what that left, not "Nothing
             # was changed".
             raise kafka_failure(log.model, log.bootstrap_servers, exc, changed="",

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, client_config, consumer_config
 from dbt.adapters.logstore.kafka.errors import kafka_failure
+from dbt.adapters.logstore.kafka.retrying import with_retries
 from dbt.adapters.logstore.log_address import servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log_system import LogFeed, LogReader, LogRecord, ReaderError
@@ -52,21 +53,33 @@ class KafkaLogReader(LogReader):
         """The one consumer this log system reads with: assigned partitions (no group join: no
         rebalance, no offsets committed), committed records only (an aborted attempt's records
         never arrive), from the earliest record kept when a position is out of range."""
+        return self._talk(self._consumer, "starting a consumer")
+
+    def _consumer(self, isolation_level: str = "read_committed") -> Any:
         from kafka import KafkaConsumer
+
+        return KafkaConsumer(group_id=None, enable_auto_commit=False,
+                             isolation_level=isolation_level, auto_offset_reset="earliest",
+                             **self.config)
+
+    def _talk(self, conversation: Callable[[], Any], doing: str) -> Any:
+        """One conversation (its own consumer), tried again while a node is down
+        (retrying.with_retries); kafka-python's errors in plain words."""
         from kafka.errors import KafkaError
 
         try:
-            return KafkaConsumer(group_id=None, enable_auto_commit=False,
-                                 isolation_level="read_committed", auto_offset_reset="earliest",
-                                 **self.config)
+            return with_retries(conversation, self.config, doing)
         except KafkaError as exc:
             raise self.failure(exc) from exc
 
     def control_records(self, timeout_seconds: float = 60.0) -> List[LogRecord]:
-        from kafka import TopicPartition
-        from kafka.errors import KafkaError
+        return self._talk(lambda: self._control_records(timeout_seconds),
+                          "reading the control topic")
 
-        consumer = self.consumer()
+    def _control_records(self, timeout_seconds: float) -> List[LogRecord]:
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
         try:
             if not consumer.partitions_for_topic(self.control_topic):
                 return []
@@ -109,23 +122,21 @@ class KafkaLogReader(LogReader):
                     self.held_back = (consumer.position(control), consumer.highwater(control))
                     break
             return found
-        except KafkaError as exc:
-            raise self.failure(exc) from exc
         finally:
             consumer.close()
 
     def end_offsets(self) -> Dict[int, int]:
-        from kafka import TopicPartition
-        from kafka.errors import KafkaError
+        return self._talk(self._end_offsets, "reading the topic's end offsets")
 
-        consumer = self.consumer()
+    def _end_offsets(self) -> Dict[int, int]:
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
         try:
             partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
             ends = consumer.end_offsets([TopicPartition(self.topic, p) for p in partitions]) \
                 if partitions else {}
             return {tp.partition: int(offset) for tp, offset in ends.items()}
-        except KafkaError as exc:
-            raise self.failure(exc) from exc
         finally:
             consumer.close()
 
@@ -133,14 +144,12 @@ class KafkaLogReader(LogReader):
         """Per data partition, the first offset still held and its high watermark (LogState's
         start and end offsets: what the broker holds, committed or not, so a transaction left
         open does not make a topic look emptied)."""
-        from kafka import KafkaConsumer, TopicPartition
-        from kafka.errors import KafkaError
+        return self._talk(self._offsets, "reading the topic's offsets")
 
-        try:
-            consumer = KafkaConsumer(group_id=None, enable_auto_commit=False,
-                                     isolation_level="read_uncommitted", **self.config)
-        except KafkaError as exc:
-            raise self.failure(exc) from exc
+    def _offsets(self) -> Tuple[Dict[int, int], Dict[int, int]]:
+        from kafka import TopicPartition
+
+        consumer = self._consumer("read_uncommitted")
         try:
             partitions = [TopicPartition(self.topic, p)
                           for p in sorted(consumer.partitions_for_topic(self.topic) or [])]
@@ -149,8 +158,6 @@ class KafkaLogReader(LogReader):
             starts, ends = consumer.beginning_offsets(partitions), consumer.end_offsets(partitions)
             return ({tp.partition: int(o) for tp, o in starts.items()},
                     {tp.partition: int(o) for tp, o in ends.items()})
-        except KafkaError as exc:
-            raise self.failure(exc) from exc
         finally:
             consumer.close()
 

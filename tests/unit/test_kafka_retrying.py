@@ -1,0 +1,99 @@
+"""retrying.with_retries: the one retry of every kafka-python conversation (a node down)."""
+from __future__ import annotations
+
+from typing import List
+
+import pytest
+from kafka.errors import (
+    KafkaConnectionError, KafkaError, NotEnoughReplicasError, TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
+
+from dbt.adapters.logstore.kafka.retrying import no_broker_answered, retriable, with_retries
+
+SERVERS = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+CONFIG = {"bootstrap_servers": SERVERS, "bootstrap_timeout_ms": 10000, "retry_backoff_ms": 100,
+          "reconnect_backoff_max_ms": 1000}
+
+
+class Clock:
+    """Time that passes only by the sleeps asked for (and what a try says it took)."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeps = 0.0, []  # type: float, List[float]
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def failing(times: int, error: Exception, clock: Clock = None, takes: float = 0.0):
+    calls = []
+
+    def attempt() -> str:
+        calls.append(1)
+        if clock is not None:
+            clock.now += takes
+        if len(calls) <= times:
+            raise error
+        return "answer"
+    return attempt, calls
+
+
+def test_a_refused_node_is_tried_past_with_the_clients_backoff():
+    clock = Clock()
+    attempt, calls = failing(3, KafkaConnectionError("111 ECONNREFUSED"))
+    assert with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep) == "answer"
+    assert len(calls) == 4
+    assert clock.sleeps == [0.1, 0.2, 0.4]  # retry_backoff_ms, doubled
+
+
+def test_the_backoff_stops_growing_at_reconnect_backoff_max_ms():
+    clock = Clock()
+    attempt, _ = failing(7, KafkaConnectionError("refused"))
+    with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep)
+    assert max(clock.sleeps) == 1.0
+
+
+def test_silence_for_the_whole_window_is_no_broker_answered_naming_the_servers():
+    clock = Clock()
+    attempt, calls = failing(1000, KafkaConnectionError("111 ECONNREFUSED"), clock, takes=0.5)
+    with pytest.raises(KafkaError) as raised:
+        with_retries(attempt, CONFIG, doing="reading offsets", clock=clock, sleep=clock.sleep)
+    assert isinstance(raised.value, no_broker_answered())
+    text = str(raised.value)
+    assert "within 10 s" in text and "reading offsets" in text and "ECONNREFUSED" in text
+    assert ", ".join(SERVERS) in text
+    assert f"{len(calls)} tries" in text and 5 < len(calls) < 20
+    assert clock.now <= 10  # no try starts once the window is spent
+    assert isinstance(raised.value.__cause__, KafkaConnectionError)
+
+
+def test_one_try_that_took_the_whole_window_keeps_its_own_error():
+    clock = Clock()
+    error = KafkaConnectionError("bootstrap timed out")
+    attempt, calls = failing(5, error, clock, takes=10.0)
+    with pytest.raises(KafkaConnectionError) as raised:
+        with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep)
+    assert raised.value is error and len(calls) == 1
+
+
+@pytest.mark.parametrize("error", [TopicAuthorizationFailedError(), UnknownTopicOrPartitionError(),
+                                   ValueError("a bug")])
+def test_an_answer_is_not_retried(error):
+    clock = Clock()
+    attempt, calls = failing(5, error)
+    with pytest.raises(type(error)):
+        with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep)
+    assert len(calls) == 1 and not retriable(error)
+
+
+def test_a_retriable_answer_left_at_the_end_is_raised_as_the_broker_said_it():
+    clock = Clock()
+    attempt, calls = failing(1000, NotEnoughReplicasError(), clock, takes=1.0)
+    with pytest.raises(NotEnoughReplicasError):
+        with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep)
+    assert len(calls) > 1
