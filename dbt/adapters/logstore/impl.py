@@ -510,7 +510,12 @@ class LogstoreAdapter(SparkAdapter):
             LogConfig(model="dbt debug", system="kafka", bootstrap_servers=servers,
                       client_properties=dict(getattr(creds, "kafka_properties", {}) or {})),
             PROFILE_SERVERS)
-        for line in get_log_system("kafka").check(log):
+        try:
+            lines = get_log_system("kafka").check(log)
+        except DbtRuntimeError as exc:  # its subject is dbt debug's check, not a model
+            from dbt.adapters.logstore.error_wording import own_text, reworded
+            raise DbtRuntimeError(reworded(own_text(exc), "dbt debug", "dbt debug")) from None
+        for line in lines:
             logger.info(line)
 
     # --- helpers -------------------------------------------------------------------------
