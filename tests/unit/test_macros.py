@@ -368,6 +368,10 @@ class FakeAdapter:
         return None
 
     @recorded
+    def logstore_retract(self, log, changes_relation):
+        return None
+
+    @recorded
     def logstore_row_count(self, relation):
         return 7
 
@@ -1053,6 +1057,11 @@ def test_without_a_table_the_runs_own_build_starts_the_generation():
     assert [c.args["changeset"] for c in h.all("adapter.logstore_mirror")] == [INVOCATION]
     in_order(h, ("adapter.logstore_start_generation", {}), ("adapter.logstore_properties",
                                                            {"changeset_id": INVOCATION}))
+    # the generation's change set also retracts what the topic holds of the lost log, before
+    # its checks and its table commit
+    in_order(h, ("adapter.logstore_start_generation", {}), ("adapter.logstore_create", {}),
+             ("adapter.logstore_retract", {"changes_relation": CHANGES}),
+             ("adapter.logstore_check_change_set", {}))
 
 
 def test_a_generation_falls_due_on_its_schedule_without_a_lost_log():

@@ -130,6 +130,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
         "__logstore_merged": "STAGED_SUFFIXES['merged']",
         "__logstore_upserts": "STAGED_SUFFIXES['upserts']",
         "__logstore_kafka": "STAGED_SUFFIXES['kafka']",
+        "__logstore_held": "STAGED_SUFFIXES['held']",
         "__logstore_uncommitted": "UNCOMMITTED_SUFFIX",
         "__gc": "GC_SUFFIX",
         "__logstore_src_": "SOURCE_RAW_INFIX",

@@ -100,6 +100,7 @@ class Steps(Protocol):
     def logstore_readable_table_options(self) -> str: ...
     def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
                                   marked_duplicates: bool = False) -> None: ...
+    def logstore_retract(self, log: LogConfig, changes_relation: Any) -> None: ...
     # the log write (mirror.py)
     def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
                         changeset: str, rows_affected: Optional[int] = None,
@@ -204,6 +205,9 @@ def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any
         steps.logstore_create(changes, (
             f"create table {changes} using parquet {steps.logstore_readable_table_options()} "
             f"tblproperties {properties_list_sql({CHANGESET_ID: changeset})} as {sql}"))
+        # a generation's copy of the table also deletes the keys the topic holds and the table
+        # lost (retraction.py): a plain reader of the topic ends with the table
+        steps.logstore_retract(log, changes)
         steps.logstore_check_change_set(log, changes, mark_duplicates)
     except Exception:
         # "Nothing was changed": nor is anything this run staged left in the user's schema

@@ -25,7 +25,8 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import (
     change_checks, changes, commit_protocol, faults, leftovers, log_snapshots, mirror, names,
-    row_source, run_lock, run_modes, source_changes, source_landing, table_commit, table_formats,
+    retraction, row_source, run_lock, run_modes, source_changes, source_landing, table_commit,
+    table_formats,
 )
 from dbt.adapters.logstore.catalog import Catalog, logger, set_properties_sql
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
@@ -369,6 +370,17 @@ class LogstoreAdapter(SparkAdapter):
         """Last checks before the table commit (change_checks.check_change_set)."""
         change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates)
 
+    def logstore_retract(self, log: LogConfig, changes_relation: Any) -> None:
+        """When this commit starts a generation on a topic holding an earlier log: the deletes of
+        the keys the table lost join its change set (retraction.py)."""
+        start = self._run_state().generation
+        if retraction.needed(log, start):
+            retraction.retract_lost_keys(
+                self._catalog(), self.connections.get_thread_connection().handle, log, start,
+                changes_relation, self.logstore_relation(changes_relation.incorporate(path={
+                    "identifier": changes_relation.identifier.removesuffix(names.CHANGES_SUFFIX)}),
+                    "held"))
+
     def logstore_crash_point(self, point: str) -> str:
         """Fault tests: die (or pause) here when LOGSTORE_FAULT_INJECT (or _PAUSE) names it."""
         faults.maybe_crash(point)
@@ -410,7 +422,8 @@ class LogstoreAdapter(SparkAdapter):
             table_version=response.log_table_version,
             end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()},
             generation=int(response.log_generation or 1),
-            generation_start={int(p): int(o) for p, o in (response.log_generation_start or {}).items()})
+            generation_start=None if response.log_generation_start is None else {
+                int(p): int(o) for p, o in response.log_generation_start.items()})
         state = self._run_state().log_state
         return {**snapshot.properties(changeset),
                 **(identity.identity_properties(state) if state is not None else {})}

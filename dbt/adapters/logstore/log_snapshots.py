@@ -73,8 +73,9 @@ class Snapshot:
     # the table format's version holding the snapshot's rows (table_formats.committed_version)
     table_version: Optional[str] = None
     generation: int = 1  # the log's generation it is in (lifecycle/generations.py)
-    # when it starts its generation: per partition, where the generation's copy starts
-    generation_start: Dict[int, int] = field(default_factory=dict)
+    # when it starts its generation: per partition, where the generation's copy starts (None:
+    # it does not start one; {} for an empty topic, where every partition's copy starts at 0)
+    generation_start: Optional[Dict[int, int]] = None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "Snapshot":
@@ -94,23 +95,27 @@ class Snapshot:
                    transactions=int(confirmation.get("transactions", 1)),
                    table_version=confirmation.get("table_version"),
                    generation=int(confirmation.get("generation") or 1),
-                   generation_start={int(p): int(o) for p, o in
-                                     (confirmation.get("generation_start") or {}).items()})
+                   generation_start=_offsets(confirmation.get("generation_start")))
 
     @property
     def starts_generation(self) -> bool:
-        return bool(self.generation_start)
+        return self.generation_start is not None
 
     def properties(self, changeset: str) -> Dict[str, str]:
         props = {MIRRORED: changeset, SNAPSHOT_ID: str(self.id),
                  SNAPSHOT_OFFSETS: json.dumps({str(p): o for p, o in sorted(self.end_offsets.items())}),
                  SNAPSHOT_ATTEMPT: self.attempt or "", SNAPSHOT_TABLE_VERSION: self.table_version or "",
                  GENERATION: str(self.generation), GENERATION_PENDING: ""}
-        if self.starts_generation:
+        if self.generation_start is not None:
             props[GENERATION_SNAPSHOT] = str(self.id)
             props[GENERATION_OFFSETS] = json.dumps(
                 {str(p): o for p, o in sorted(self.generation_start.items())})
         return props
+
+
+def _offsets(raw: Optional[Mapping[str, Any]]) -> Optional[Dict[int, int]]:
+    """Per-partition offsets as a confirmation states them (None where it states none)."""
+    return None if raw is None else {int(p): int(o) for p, o in raw.items()}
 
 
 @dataclass(frozen=True)

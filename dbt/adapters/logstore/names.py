@@ -117,7 +117,9 @@ LOCK_SUFFIX = "__logstore_lock"  # the run lock (run_lock)
 STAGED_SUFFIXES = {"new": "__logstore_new", "merged": "__logstore_merged",
                    "upserts": "__logstore_upserts",
                    # a catalog table USING kafka, Spark's Kafka writer's target (kafka/spark_writer.py)
-                   "kafka": "__logstore_kafka"}
+                   "kafka": "__logstore_kafka",
+                   # what the topic holds per key before a re-base (retraction.py)
+                   "held": "__logstore_held"}
 UNCOMMITTED_SUFFIX = "__logstore_uncommitted"  # a killed insert's output, removed by recovery
 GC_SUFFIX = "__gc"  # after a leftover's name: a table pointed at its directory to drop it
 # `<model>` + these + `<upstream>`: the upstream's changes landed for a downstream model, and the

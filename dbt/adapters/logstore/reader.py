@@ -23,8 +23,10 @@ Start points (`StartPoint.parse`):
                 from the start of the log's latest (or N-th) generation: the table's complete
                 rows as of a table version, then every change after (lifecycle/generations.py)
 
-Every record of a snapshot that starts a generation carries its number (ChangeRecord.generation):
-a replica resets there (replay.Replica). A start point whose records the broker has deleted
+Where a generation starts (its confirmation read, before any of its rows), the reader delivers
+a record of op 'g' (replay.GENERATION_STARTS, no row), and every record of that snapshot carries
+the generation's number (ChangeRecord.generation): a replica drops the rows whose last change is
+older (replay.ResetRule), also for a generation of no rows. A start point whose records the broker has deleted
 (retention) is refused, naming the generation that still reaches the table.
 """
 from __future__ import annotations
@@ -44,7 +46,7 @@ from dbt.adapters.logstore.log_system import (
     DEFAULT_SYSTEM, LogFeed, LogReader, LogRecord, ReaderError, get_log_system,
 )
 from dbt.adapters.logstore.lifecycle.generations import generations, reachable
-from dbt.adapters.logstore.replay import ChangeRecord, Normalizer
+from dbt.adapters.logstore.replay import ChangeRecord, Normalizer, generation_starts
 
 START_KINDS = ("earliest", "latest", "snapshot:N", "timestamp:T", "latest-full",
                "latest-generation", "generation:N")
@@ -224,7 +226,12 @@ class ChangelogReader:
             if control or data:
                 idle_since = time.monotonic()
             for record in control:
-                confirmed.add(Confirmation.from_record(record.value))
+                confirmation = Confirmation.from_record(record.value)
+                confirmed.add(confirmation)
+                if self._starts_generation(confirmation, after_snapshot, up_to):
+                    # before any of its rows (they wait for it): even an empty one resets
+                    yield generation_starts(confirmation.snapshot, confirmation.generation or 1,
+                                            confirmation.ts_ms)
             for partition, records in data.items():
                 queues[partition].extend(records)
             for partition in feed.partitions:
@@ -250,6 +257,14 @@ class ChangelogReader:
             if deadline is not None and time.monotonic() > deadline:
                 raise ReaderError(f"Reading '{self.topic}' did not reach its end within "
                                   f"{timeout_seconds:.0f} s.")
+
+    def _starts_generation(self, confirmation: Confirmation, after_snapshot: int,
+                           up_to: Optional[int]) -> bool:
+        """A generation of this table starts at `confirmation`, within what is delivered."""
+        return (confirmation.generation_start is not None
+                and self.table in (None, confirmation.table)
+                and after_snapshot < confirmation.snapshot
+                and (up_to is None or confirmation.snapshot <= up_to))
 
     @staticmethod
     def _past(feed: LogFeed, up_to: int, confirmed: ConfirmedAttempts) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,9 @@ class ChangeRecord:
     partition: int
     offset: int
     key: Optional[Dict[str, Any]]
-    op: str  # c insert, u update, d delete, r a row of the table snapshot (hybrid read)
+    # c insert, u update, d delete, r a row of a table snapshot (a generation's copy of the
+    # table, or the hybrid read's rows), g a generation starts (GENERATION_STARTS: no row)
+    op: str
     before: Optional[Dict[str, Any]]
     after: Optional[Dict[str, Any]]
     ts_ms: int
@@ -22,6 +24,40 @@ class ChangeRecord:
     # set on the records of a snapshot that starts a log generation (its number): from here
     # the log holds the table's complete rows, and what came before is superseded
     generation: Optional[int] = None
+
+
+# The op of the record the reader delivers where a generation starts (its confirmation was
+# read, before any of its rows): rows whose last change is older than its snapshot are gone.
+GENERATION_STARTS = "g"
+
+
+def generation_starts(snapshot: int, generation: int, ts_ms: int = 0) -> ChangeRecord:
+    """The record that says generation `generation` starts at `snapshot`."""
+    return ChangeRecord(-1, -1, None, GENERATION_STARTS, None, None, ts_ms, snapshot, generation)
+
+
+class ResetRule:
+    """docs/log-format.md, section 6: at the start of a generation (snapshot S), a consumer
+    drops the rows whose last change came from a snapshot before S, and any record of such a
+    snapshot read later. Rows changed by a later snapshot stay, so the rule gives the same rows
+    whatever order the partitions are read in. Triggered by the generation's marker (the
+    reader's GENERATION_STARTS record, from its confirmation) or by the first record carrying
+    the generation header, whichever comes first."""
+
+    def __init__(self) -> None:
+        self.floor = 0  # the snapshot that started the latest generation seen
+
+    def resets(self, record: ChangeRecord) -> bool:
+        """Whether `record` starts a generation not seen yet (then `floor` is its snapshot)."""
+        starts = record.op == GENERATION_STARTS or record.generation is not None
+        if starts and record.snapshot > self.floor:
+            self.floor = record.snapshot
+            return True
+        return False
+
+    def superseded(self, snapshot: int) -> bool:
+        """A change of `snapshot` no longer counts: a later generation holds the table again."""
+        return snapshot < self.floor
 
 
 class Normalizer:
@@ -32,7 +68,8 @@ class Normalizer:
 
     def __init__(self) -> None:
         self._rows: Dict[str, Dict[str, Any]] = {}
-        self._floor = 0  # the snapshot that started the latest generation seen
+        self._snapshots: Dict[str, int] = {}  # per key, the snapshot of its last change
+        self._reset = ResetRule()
 
     @staticmethod
     def _key(record: ChangeRecord) -> str:
@@ -42,11 +79,14 @@ class Normalizer:
         from dataclasses import replace
 
         for record in records:
-            if record.generation is not None and record.snapshot > self._floor:
-                self._rows.clear()  # a generation: the table's rows again, from scratch
-                self._floor = record.snapshot
-            if record.snapshot < self._floor:
-                continue  # superseded by the generation
+            if self._reset.resets(record):  # the table's rows again: older ones are gone
+                for key in [k for k, s in self._snapshots.items() if self._reset.superseded(s)]:
+                    del self._rows[key], self._snapshots[key]
+            if record.op == GENERATION_STARTS:
+                yield record
+                continue
+            if self._reset.superseded(record.snapshot):
+                continue
             if record.key is None:  # keyless: nothing to normalize by
                 yield record
                 continue
@@ -54,14 +94,16 @@ class Normalizer:
             old = self._rows.get(key)
             if record.op == "d":
                 if old is not None:
-                    del self._rows[key]
+                    del self._rows[key], self._snapshots[key]
                     yield replace(record, before=old)
             elif old is None:
-                self._rows[key] = record.after or {}
+                self._rows[key], self._snapshots[key] = record.after or {}, record.snapshot
                 yield replace(record, op="r" if record.op == "r" else "c", before=None)
-            elif old != record.after:
-                self._rows[key] = record.after or {}
-                yield replace(record, op="u", before=old)
+            else:
+                self._snapshots[key] = record.snapshot
+                if old != record.after:
+                    self._rows[key] = record.after or {}
+                    yield replace(record, op="u", before=old)
 
 
 class Replica:
@@ -72,10 +114,11 @@ class Replica:
     null, a field not in `columns` is ignored."""
 
     def __init__(self, columns: Optional[Sequence[str]] = None) -> None:
-        self._keyed: Dict[str, Dict[str, Any]] = {}
-        self._keyless: List[Dict[str, Any]] = []
+        # rows with the snapshot of their last change (ResetRule)
+        self._keyed: Dict[str, Tuple[Dict[str, Any], int]] = {}
+        self._keyless: List[Tuple[Dict[str, Any], int]] = []
         self._columns = None if columns is None else list(columns)
-        self._floor = 0  # the snapshot that started the generation applied last
+        self._reset = ResetRule()
 
     @staticmethod
     def _key(key: Any) -> str:
@@ -87,22 +130,26 @@ class Replica:
         return {column: (image or {}).get(column) for column in self._columns}
 
     def apply(self, record: ChangeRecord) -> None:
-        if record.generation is not None and record.snapshot > self._floor:
-            # a new generation: the table's complete rows follow; earlier ones are superseded
-            self._keyed.clear()
-            self._keyless.clear()
-            self._floor = record.snapshot
-        if record.snapshot < self._floor:
-            return  # an older snapshot's record, read after the generation began elsewhere
+        if self._reset.resets(record):
+            # a new generation: the table's complete rows follow; older rows are superseded
+            superseded = self._reset.superseded
+            self._keyed = {k: v for k, v in self._keyed.items() if not superseded(v[1])}
+            self._keyless = [v for v in self._keyless if not superseded(v[1])]
+        if record.op == GENERATION_STARTS or self._reset.superseded(record.snapshot):
+            return  # a marker, or an older snapshot's record read after the generation began
         if record.key is not None:
             if record.op == "d":
                 self._keyed.pop(self._key(record.key), None)
             else:
-                self._keyed[self._key(record.key)] = self._shape(record.after)
+                self._keyed[self._key(record.key)] = (self._shape(record.after), record.snapshot)
         elif record.op == "d":
-            self._keyless.remove(self._shape(record.before))  # ValueError: a row it never had
+            before = self._shape(record.before)
+            held = next((i for i, (row, _) in enumerate(self._keyless) if row == before), None)
+            if held is None:
+                raise ValueError(f"a delete of a row the replica does not hold: {before}")
+            del self._keyless[held]
         else:
-            self._keyless.append(self._shape(record.after))
+            self._keyless.append((self._shape(record.after), record.snapshot))
 
     def rows(self) -> List[Dict[str, Any]]:
-        return list(self._keyed.values()) + list(self._keyless)
+        return [row for row, _ in self._keyed.values()] + [row for row, _ in self._keyless]

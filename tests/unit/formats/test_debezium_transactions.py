@@ -68,13 +68,13 @@ def test_a_logs_first_records_are_snapshot_reads():
     assert json.loads(value)["op"] == "c" and "snapshot" not in json.loads(value)["source"]
 
 
-def test_our_decoder_reads_r_as_an_insert_and_ignores_the_block():
+def test_our_decoder_keeps_r_and_ignores_the_block():
     from dbt.adapters.logstore.formats import decode_json, decode_value
 
     attempt, writer = _attempt(snapshot_read=True), RecordingWriter()
     attempt.send_batches(writer, [attempt.encode_rows(CHANGES[:1])])
     change = decode_value(decode_json(writer.sent[1][1]), decode_json(writer.sent[1][2]))
-    assert (change.op, change.after) == ("c", {"id": 1, "v": "a"})
+    assert (change.op, change.after) == ("r", {"id": 1, "v": "a"})  # applied as an insert
 
 
 def test_the_topic_can_be_named_and_parallel_writers_are_refused():

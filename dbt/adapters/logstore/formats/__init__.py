@@ -15,12 +15,12 @@ model's name) where a combination cannot be written, and log_config names the mo
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.formats import connect_schema, debezium_json, debezium_transactions, json_rows
 from dbt.adapters.logstore.formats.base import (  # the interface, for the package's users
     OP_DELETE, OP_INSERT, OP_READ, OP_UPDATE, OPS, Decoded, FormatOption, FormatRefusal,
-    RecordEncoder, RecordFormat, TableShape, decode_json, is_tombstone_after_delete,
+    RecordEncoder, RecordFormat, TableShape, decode_json, field_text, is_tombstone_after_delete,
 )
 from dbt.adapters.logstore.json_images import JsonImages
 
@@ -79,6 +79,29 @@ def value_shape(value: Any) -> Tuple[str, str]:
     if decoded is not None:
         return ENVELOPE, decoded.op
     return BARE_ROW, OP_INSERT
+
+
+def held_after(key: Optional[bytes], value: Optional[bytes]) -> Tuple[Optional[str], Optional[str]]:
+    """What a plain upsert reader (latest record per key) holds for a record's key once it has
+    read the record: (the key's JSON text, the row's JSON text, or None where the record deletes
+    the key), both as written, out of Kafka Connect's envelope. (None, None) for a keyless record.
+    A re-base retracts the keys that hold a row the table no longer has (retraction.py)."""
+    if key is None:
+        return None, None
+    key_text = _payload_text(key.decode())
+    if value is None:
+        return key_text, None
+    text = _payload_text(value.decode())
+    envelope = debezium_json.FORMAT.decode_value(None, decode_json(text.encode()))
+    if envelope is None:
+        return key_text, text  # a bare row (json): the row itself
+    return key_text, (None if envelope.op == OP_DELETE else field_text(text, "after"))
+
+
+def _payload_text(text: str) -> str:
+    """A key's or value's JSON text, out of Kafka Connect's envelope where it has one."""
+    decoded = decode_json(text.encode())
+    return field_text(text, "payload") or text if connect_schema.unwrap(decoded) is not decoded else text
 
 
 def decode_record(msg: Any, snapshot: int) -> "ChangeRecord":

@@ -138,6 +138,33 @@ def decode_json(data: Optional[bytes]) -> Any:
     return None if data is None else json.loads(data, parse_float=Decimal)
 
 
+_DECODER = json.JSONDecoder()
+_SPACE = " \t\n\r"
+
+
+def field_text(text: str, name: str) -> Optional[str]:
+    """The JSON text of the top-level field `name` of the JSON object `text`, exactly as written
+    (its digits and escapes untouched), or None when it has no such field."""
+    def skip(i: int) -> int:
+        while i < len(text) and text[i] in _SPACE:
+            i += 1
+        return i
+
+    i = skip(0)
+    if text[i:i + 1] != "{":
+        return None
+    i = skip(i + 1)
+    while i < len(text) and text[i] != "}":
+        field, i = _DECODER.raw_decode(text, i)
+        i = skip(skip(i) + 1)  # past the colon
+        _, end = _DECODER.raw_decode(text, i)
+        if field == name:
+            return text[i:end]
+        i = skip(end)
+        i = skip(i + 1) if text[i:i + 1] == "," else i
+    return None
+
+
 def is_tombstone_after_delete(headers: Any) -> bool:
     """Whether a record (its headers as (name, bytes) pairs) is the tombstone that follows a
     keyed `d` event: it repeats that delete for log compaction and is skipped when applying."""

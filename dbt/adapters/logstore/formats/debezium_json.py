@@ -117,9 +117,9 @@ class DebeziumJson(RecordFormat):
         if not (isinstance(value, dict) and ENVELOPE_FIELDS <= set(value)
                 and set(value) <= ENVELOPE_FIELDS | OPTIONAL_FIELDS):
             return None
-        op = OP_INSERT if value["op"] == OP_READ else value["op"]
-        if op not in OPS:
-            raise ValueError(f"unknown change op {value['op']!r}")
+        op = value["op"]  # a snapshot read ('r') stays one: readers apply it as an insert
+        if op not in (*OPS, OP_READ):
+            raise ValueError(f"unknown change op {op!r}")
         return Decoded(key, op, value.get("before"), value.get("after"), value.get("ts_ms") or 0)
 
     def connect_value_schema(self, row: Dict[str, Any], names: str, options: Mapping[str, str]) -> Dict[str, Any]:
