@@ -412,7 +412,7 @@ def _failing(monkeypatch, exc):
     (reader.UsageError("Start point 'x' is not known."), 2, "error: Start point 'x' is not known."),
     (reader.ReaderError("Model 'm': Kafka at 'h:1': unreachable:\n  no broker answered."), 1,
      "error: Model 'm': Kafka at 'h:1': unreachable: no broker answered."),
-    (RuntimeError("boom\nagain"), 1, "error: RuntimeError: boom again (run with --debug for the traceback)"),
+    (RuntimeError("boom\nagain"), 1, "error: boom again (unexpected; run with --debug for the traceback)"),
 ])
 def test_failure_is_one_line_and_its_exit_code(monkeypatch, capsys, exc, code, line):
     _failing(monkeypatch, exc)

@@ -9,13 +9,14 @@ missing). `--debug` shows the traceback before that line."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import math
-import re
+import os
+import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, NoReturn, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from dbt.adapters.logstore.__version__ import version as __version__
 from dbt.adapters.logstore.broker import (
@@ -38,92 +39,10 @@ EXIT_CODES = """exit codes:
      is not logged, broker stop without the --state-dir of the broker on the port"""
 
 
-# --- the arguments, checked as they are parsed (argparse types: one line, exit code 2) ---------
-
-def bootstrap_servers(text: str) -> str:
-    """`host:port[,host:port]`, as Kafka takes it (a host name, an IPv4 address or a bracketed
-    IPv6 one, and a port from 1 to 65535); spaces around the commas are dropped."""
-    example = "give host:port[,host:port], e.g. 127.0.0.1:9092"
-    servers = [s.strip() for s in text.split(",") if s.strip()]
-    if not servers:
-        raise argparse.ArgumentTypeError(f"{text!r} is empty: {example}")
-    for server in servers:
-        scheme = re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", server)
-        if scheme:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} has a scheme ({scheme.group(0)!r}): give host:port without it, e.g. "
-                f"{server[scheme.end():] or '127.0.0.1:9092'}")
-        match = re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[^:\s\[\]/]*)(?::(.*))?", server)
-        if match is None:
-            raise argparse.ArgumentTypeError(f"{server!r} is not host:port: {example}")
-        name, number = match.group(1), match.group(2)
-        if number is None:
-            raise argparse.ArgumentTypeError(f"{server!r} has no port: {example}")
-        if not name:
-            raise argparse.ArgumentTypeError(f"{server!r} has no host: {example}")
-        if not (number.isdigit() and 1 <= int(number) <= 65535):
-            raise argparse.ArgumentTypeError(
-                f"{server!r}: the port {number!r} is not a number from 1 to 65535")
-    return ",".join(servers)
-
-
-def port(text: str) -> int:
-    """A TCP port: 1 to 65535."""
-    if not (text.strip().isdigit() and 1 <= int(text) <= 65535):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give a number from 1 to 65535")
-    return int(text)
-
-
-def host(text: str) -> str:
-    """A host name or address to listen on, without a scheme or a port."""
-    if not text.strip() or "://" in text or any(c.isspace() for c in text.strip()):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a host: give a host name or an address, e.g. {DEFAULT_HOST}")
-    return text.strip()
-
-
-def seconds(text: str) -> float:
-    """A duration in seconds: a finite number, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        what = "negative" if value < 0 else "not a number of seconds"
-        raise argparse.ArgumentTypeError(f"{text!r} is {what}: give a number of seconds, 0 or "
-                                         f"more (e.g. 0.5)")
-    return value
-
-
-def _directory(text: str, what: str) -> str:
-    path = Path(text).expanduser()
-    if not path.exists():
-        raise argparse.ArgumentTypeError(f"{text!r} does not exist: give {what}")
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a directory: give {what}")
-    return str(path)
-
-
-def project_dir(text: str) -> str:
-    """--project-dir: a directory that exists (whether it holds a dbt project is said later,
-    naming the command's alternatives)."""
-    return _directory(text, "the directory of a dbt project (the one holding dbt_project.yml)")
-
-
-def profiles_dir(text: str) -> str:
-    """--profiles-dir: a directory that exists."""
-    return _directory(text, "the directory holding profiles.yml")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser, its errors one line like every other failure's: `error: ...`, exit
-    code 2 (argparse's own is two lines, the usage first)."""
-
-    def error(self, message: str) -> NoReturn:
-        # argparse says "argument --port: 'x' is ...": the option and its value, as typed
-        message = re.sub(r"^argument ([^:]+): (?=')", r"\1 ", message)
-        message = re.sub(r"^argument ([^:]+): ", r"\1: ", message).rstrip(".")
-        self.exit(USAGE_ERROR, f"error: {message}; see '{self.prog} --help'.\n")
+# the arguments, checked as they are parsed (cli_arguments.py)
+from dbt.adapters.logstore.cli_arguments import (  # noqa: E402
+    _Parser, bootstrap_servers, host, port, profiles_dir, project_dir, seconds,
+)
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -196,21 +115,28 @@ def parse_vars(text: Optional[str]) -> Dict[str, Any]:
                      f"(--vars '{{run: r1}}' or --vars '{{\"run\": \"r1\"}}').")
 
 
-def error_line(exc: BaseException) -> str:
-    """The one line a failure ends with. The reader's and the project's errors are worded for
-    the user already; anything else is unexpected, so it is named with a pointer to --debug."""
+def error_line(exc: BaseException, args: Optional[argparse.Namespace] = None) -> str:
+    """The one line a failure ends with: the error's own words (error_wording.py), a topic read
+    with --bootstrap-servers called a topic, and no "Nothing was changed." (these commands
+    change nothing). An error nobody worded (not the reader's, the project's or dbt's) gets a
+    pointer to --debug."""
+    from dbt_common.exceptions import DbtBaseException
+
+    from dbt.adapters.logstore.error_wording import own_text, reworded
     from dbt.adapters.logstore.reader import ReaderError
 
-    text = " ".join(str(exc).split())  # dbt's errors span lines
-    if isinstance(exc, ReaderError):
+    topic = getattr(args, "name", None) if getattr(args, "bootstrap_servers", None) else None
+    text = reworded(own_text(exc), topic, f"Topic '{topic}'" if topic else None)
+    if isinstance(exc, (ReaderError, DbtBaseException)):
         return f"error: {text}"
-    return f"error: {type(exc).__name__}: {text} (run with --debug for the traceback)"
+    return f"error: {text} (unexpected; run with --debug for the traceback)"
 
 
 def exit_code(exc: BaseException) -> int:
+    from dbt.adapters.logstore.profile_checks import ProfileFieldError
     from dbt.adapters.logstore.reader import UsageError
 
-    return USAGE_ERROR if isinstance(exc, UsageError) else FAILURE
+    return USAGE_ERROR if isinstance(exc, (UsageError, ProfileFieldError)) else FAILURE
 
 
 def _project(args: argparse.Namespace) -> Any:
@@ -218,7 +144,14 @@ def _project(args: argparse.Namespace) -> Any:
 
     # what Spark, its JVM and Derby print goes to the project's log directory, not the terminal
     engine_log = Path(args.project_dir) / "logs" / "dbt-logstore-engine.log"
-    return DbtProject(args.project_dir, args.profiles_dir, args.target, args.vars, engine_log=engine_log)
+    project = DbtProject(args.project_dir, args.profiles_dir, args.target, args.vars,
+                         engine_log=engine_log)
+    # every profile field, as `dbt run` and `dbt debug` check it when they connect
+    from dbt.adapters.logstore.profile_checks import check_profile
+
+    config = project.adapter.config
+    check_profile(config.credentials, config.profile_name, config.target_name)
+    return project
 
 
 def has_project(project_dir: str) -> bool:
@@ -276,11 +209,14 @@ def _changes(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def _tail(args: argparse.Namespace) -> int:
+    changes = _changes(args)  # a usage error ends the command before the header line
+    first = next(changes, None)  # the read is open (or failed) before anything is printed
+    if not args.json:
+        print(f"{'snap':>4} {'part':>4} {'offset':>6}  op  key / before -> after", flush=True)
+    if first is None:
+        return 0
     try:
-        changes = _changes(args)  # a usage error ends the command before the header line
-        if not args.json:
-            print(f"{'snap':>4} {'part':>4} {'offset':>6}  op  key / before -> after", flush=True)
-        for r in changes:
+        for r in itertools.chain([first], changes):
             if args.json:
                 print(json.dumps({"snapshot": r.snapshot, "partition": r.partition,
                                   "offset": r.offset, "key": r.key, "op": r.op,
@@ -290,8 +226,9 @@ def _tail(args: argparse.Namespace) -> int:
                 print(f"{r.snapshot:>4} {r.partition:>4} {r.offset:>6}  {r.op:<2}  "
                       f"{_format_image(r.key)}  {_format_image(r.before)} -> "
                       f"{_format_image(r.after)}", flush=True)
-    except KeyboardInterrupt:  # --follow ends with Ctrl-C
-        pass
+    except KeyboardInterrupt:  # --follow ends with Ctrl-C, once its changes are printing
+        if not args.follow:
+            raise
     return 0
 
 
@@ -428,16 +365,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+
+
+class _Interrupts:
+    """Ctrl-C reaches the whole process group: the Spark JVM of `--from latest-full` or
+    `status` dies of it too, and the read fails with a catalog or py4j error before Python
+    sees the KeyboardInterrupt. Remembering the signal lets such a failure say 'interrupted'."""
+
+    seen = False
+
+    @classmethod
+    def handle(cls, signum: int, frame: Any) -> None:
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away (`tail | head`): end quietly; stdout is pointed at
+    /dev/null so that the interpreter's last flush does not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)  # bad arguments: one line (_Parser.error), exit code 2
+    signal.signal(signal.SIGINT, _Interrupts.handle)
     try:
         if hasattr(args, "vars"):
             args.vars = parse_vars(args.vars)
         return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        return _pipe_closed()
     except Exception as exc:
+        if _Interrupts.seen:
+            print("interrupted", file=sys.stderr)
+            return INTERRUPTED
         if args.debug:
             traceback.print_exc()
-        print(error_line(exc), file=sys.stderr)
+        print(error_line(exc, args), file=sys.stderr)
         return exit_code(exc)
 
 
