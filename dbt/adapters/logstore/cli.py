@@ -381,6 +381,29 @@ class _Interrupts:
         raise KeyboardInterrupt
 
 
+def _interrupted() -> int:
+    """'interrupted', exit code 130; a Spark JVM this command started is stopped: pyspark
+    starts it deaf to Ctrl-C, and it would finish its start or query with our stdout held."""
+    print("interrupted", file=sys.stderr)
+    for child in _children():
+        try:
+            os.kill(child, signal.SIGTERM)
+        except OSError:
+            pass
+    return INTERRUPTED
+
+
+def _children() -> List[int]:
+    """This process's child processes (Linux's /proc; elsewhere none are found)."""
+    found: List[int] = []
+    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        try:
+            found += [int(pid) for pid in children.read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def _pipe_closed() -> int:
     """The reader of stdout went away (`tail | head`): end quietly; stdout is pointed at
     /dev/null so that the interpreter's last flush does not complain either."""
@@ -398,14 +421,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.vars = parse_vars(args.vars)
         return args.func(args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return INTERRUPTED
+        return _interrupted()
     except BrokenPipeError:
         return _pipe_closed()
     except Exception as exc:
         if _Interrupts.seen:
-            print("interrupted", file=sys.stderr)
-            return INTERRUPTED
+            return _interrupted()
         if args.debug:
             traceback.print_exc()
         print(error_line(exc, args), file=sys.stderr)
