@@ -1,14 +1,25 @@
 """The documentation site's layout (`make docs-check`, and `make test` after its site build): every
 page of site/ is loaded by headless Chromium at 1280 x 900 and at 390 x 844, and fails when a
-table, a code block or an image is wider than the page's content column.
+table, a code block or an image is wider than the page's content column, when a code block wraps
+its lines, when a table cell is narrower than a word of its own, when a plot's text is shown
+smaller than 11 pixels, and when a table that scrolls on a phone hides its first column or gives
+no cue that it scrolls. And the site works from disk: site/index.html opened as a file reaches
+every page in two clicks, and its search finds a page.
 
 - At both widths, every table (with the box Material wraps it in), code block and image lies
   within the content column, and the page does not scroll sideways. A box that hides what
   overflows it (`overflow: hidden`) must not overflow: that is clipping.
 - At 390 pixels a wide table or code block may scroll inside its own box (`overflow-x: auto`):
-  it still fits. At 1280 pixels none may need to scroll, so nothing is cut off at the side of a
-  desktop window; and an image shown at less than 4/5 of its file's width links to that file,
-  where it can be read at full size.
+  it still fits. A table that does keeps its first column in view (sticky) and its box shows a
+  cue at the edge (a gradient background). At 1280 pixels no table may need to scroll, so
+  nothing is cut off at the side of a desktop window; a code block may (its lines are never
+  wrapped: `white-space: pre`); an image shown at less than 4/5 of its file's width links to
+  that file, where it can be read at full size.
+- A word of a table cell (text between spaces) is never broken across lines: a cell narrower
+  than its longest word is a problem (measured with a Range over each word).
+- At 1280 pixels a plot's smallest text, recorded in its PNG by benchmarks/plots.py (a tEXt
+  chunk, `logstore:min-text-px`, in the file's pixels), scaled by the width the image is shown
+  at, is at least 11 pixels. A plot that does not record it fails.
 
 Chromium is Debian's (`chromium` and `chromium-driver`: /usr/bin/chromium, /usr/bin/chromedriver;
 `make docs-check` installs them when missing), driven through chromedriver's WebDriver HTTP API
@@ -69,7 +80,7 @@ def site_pages() -> List[str]:
 MEASURE = r"""
 const strict = arguments[0], tol = 1;
 const column = document.querySelector('.md-content');
-if (!column) return ['no content column (.md-content) on the page'];
+if (!column) return {problems: ['no content column (.md-content) on the page'], images: []};
 const col = column.getBoundingClientRect();
 const problems = [];
 const name = (el) => {
@@ -101,7 +112,7 @@ for (const el of column.querySelectorAll('table, pre, img')) {
     const scrolls = overflow === 'auto' || overflow === 'scroll';
     if (!scrolls && overflow !== 'visible')
       problems.push(`${name(el)}: ${px(over)} clipped by ${a.tagName.toLowerCase()} (overflow ${overflow})`);
-    else if (scrolls && strict)
+    else if (scrolls && strict && el.tagName !== 'PRE')  // a code block's long line scrolls
       problems.push(`${name(el)}: must scroll ${px(over)} sideways in its ${px(a.clientWidth)} box`);
   }
   if (strict && el.tagName === 'IMG' && el.naturalWidth > 1.25 * rect.width) {
@@ -109,8 +120,43 @@ for (const el of column.querySelectorAll('table, pre, img')) {
     if (!link || link.href !== el.src)
       problems.push(`${name(el)}: shown at ${px(rect.width)} of its ${px(el.naturalWidth)}, without a link to the full-size file`);
   }
+  if (el.tagName === 'PRE') {
+    const code = el.querySelector(':scope > code') || el;
+    const space = getComputedStyle(code).whiteSpace;
+    if (space !== 'pre') problems.push(`${name(el)}: its lines wrap (white-space ${space}), they must scroll`);
+  }
+  if (el.tagName === 'TABLE' && !strict) {
+    const wrap = el.closest('.md-typeset__scrollwrap');
+    if (wrap && wrap.scrollWidth - wrap.clientWidth > tol) {
+      const first = el.querySelector('tr > :first-child');
+      if (first && getComputedStyle(first).position !== 'sticky')
+        problems.push(`${name(el)}: scrolls sideways, and its first column scrolls out of view (not sticky)`);
+      if (!getComputedStyle(wrap).backgroundImage.includes('gradient'))
+        problems.push(`${name(el)}: scrolls sideways without a cue at its edge (no gradient on its box)`);
+    }
+  }
 }
-return problems;
+// table cells narrower than a word of their own: a word (between spaces) broken across lines
+for (const cell of column.querySelectorAll('td, th')) {
+  if (cell.getBoundingClientRect().width === 0) continue;
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  let broken = null;
+  for (let node = walker.nextNode(); node && !broken; node = walker.nextNode()) {
+    for (const m of node.data.matchAll(/[^\s-]+/g)) {  // a line may break after a hyphen
+      if (m[0].length < 2) continue;
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+      if (tops.size > 1) { broken = m[0]; break; }
+    }
+  }
+  if (broken)
+    problems.push(`${name(cell)}: narrower than its word "${broken.slice(0, 50)}" (${px(cell.getBoundingClientRect().width)} wide), which breaks across lines`);
+}
+const images = [...column.querySelectorAll('img')].map((img) =>
+  [img.getAttribute('src'), img.getBoundingClientRect().width, img.naturalWidth]);
+return {problems, images};
 """
 
 
@@ -172,6 +218,11 @@ class Browser:
     def run(self, script: str, *args: Any) -> Any:
         return self._call("/execute/sync", body={"script": script, "args": list(args)})
 
+    def run_async(self, script: str, *args: Any) -> Any:
+        """A script that ends by calling its last argument with the result."""
+        self._call("/timeouts", body={"script": 30000})
+        return self._call("/execute/async", body={"script": script, "args": list(args)})
+
     def screenshot(self, path: Path, width: int) -> None:
         """The whole page at this width, as a PNG."""
         height = int(self.run("return Math.ceil(document.documentElement.scrollHeight)"))
@@ -223,6 +274,48 @@ def chromium() -> Iterator[Browser]:
 
 # --- the test ----------------------------------------------------------------------------------
 
+# --- plots: the smallest text a PNG records (benchmarks/plots.py) ---------------------------------
+
+MIN_TEXT_KEY = "logstore:min-text-px"
+MIN_TEXT_PX = 11
+
+
+def png_texts(data: bytes) -> Dict[str, str]:
+    """The tEXt chunks of a PNG file."""
+    texts, at = {}, 8
+    while at < len(data):
+        length, kind = int.from_bytes(data[at:at + 4], "big"), data[at + 4:at + 8]
+        if kind == b"tEXt":
+            key, _, value = data[at + 8:at + 8 + length].partition(b"\0")
+            texts[key.decode("latin-1")] = value.decode("latin-1")
+        at += 12 + length
+    return texts
+
+
+def plot_text_problems(page: str, images: List[List[Any]]) -> List[str]:
+    """Each PNG of the page whose smallest text is shown smaller than MIN_TEXT_PX."""
+    problems = []
+    for src, shown, natural in images:
+        if not src.endswith(".png") or not natural:
+            continue
+        path = (SITE / page).parent / src
+        recorded = png_texts(path.read_bytes()).get(MIN_TEXT_KEY)
+        if recorded is None:
+            problems.append(f"img {src}: records no {MIN_TEXT_KEY} (draw it with benchmarks/plots.py)")
+        elif float(recorded) * shown / natural < MIN_TEXT_PX - 0.05:
+            problems.append(f"img {src}: its smallest text is {float(recorded) * shown / natural:.1f} px "
+                            f"({recorded} px of the file shown at {shown:.0f} of {natural} px), under {MIN_TEXT_PX}")
+    return problems
+
+
+def measure(browser: "Browser", page: str, strict: bool) -> List[str]:
+    result = browser.run(MEASURE, strict)
+    problems = list(result["problems"])
+    if strict:
+        problems += plot_text_problems(page or "index.html", result["images"])
+    return problems
+
+
 @pytest.fixture(scope="module")
 def site_url() -> Iterator[str]:
     if not (SITE / "index.html").is_file():
@@ -247,8 +340,58 @@ def test_nothing_is_wider_than_the_content_column(page: str, viewport: str, site
     width, height, strict = VIEWPORTS[viewport]
     browser.viewport(width, height)
     browser.open(site_url + page)
-    problems = browser.run(MEASURE, strict)
+    problems = measure(browser, page, strict)
     assert not problems, f"site/{page} at {width} px:\n  " + "\n  ".join(problems)
+
+
+# --- from disk: no server --------------------------------------------------------------------
+
+LINKS = r"""
+return [...document.querySelectorAll('a[href]')].map((a) => a.href)
+  .filter((h) => h.startsWith('file:')).map((h) => h.split('#')[0]);
+"""
+
+
+def test_the_home_page_opened_from_disk_reaches_every_page_in_two_clicks(browser: Browser) -> None:
+    pages = {(SITE / p).resolve().as_uri() for p in site_pages() if p and p != "404.html"}
+    home = (SITE / "index.html").resolve().as_uri()
+    browser.viewport(1280, 900)
+    browser.open(home)
+    first = set(browser.run(LINKS))
+    reached = set(first)
+    for url in sorted(first & pages):
+        browser.open(url)
+        assert browser.run("return !!document.querySelector('.md-content')"), f"{url}: not a page of the site"
+        reached |= set(browser.run(LINKS))
+    missing = sorted(pages - reached)
+    assert not missing, f"not reached from {home} in two clicks: {missing}"
+
+
+SEARCH = r"""
+const done = arguments[arguments.length - 1];
+const input = document.querySelector('.md-search__input');
+if (!input) return done('no search box');
+input.focus();
+input.value = arguments[0];
+input.dispatchEvent(new Event('input', {bubbles: true}));
+input.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key: 'e'}));
+const started = Date.now();
+(function wait() {
+  const found = [...document.querySelectorAll('.md-search-result__item a')].map((a) => a.href);
+  if (found.length) return done(found);
+  if (Date.now() - started > 15000)
+    return done('no result after 15 s: ' + (document.querySelector('.md-search-result__meta') || {}).textContent);
+  setTimeout(wait, 100);
+})();
+"""
+
+
+def test_the_search_works_from_disk(browser: Browser) -> None:
+    browser.viewport(1280, 900)
+    browser.open((SITE / "index.html").resolve().as_uri())
+    found = browser.run_async(SEARCH, "Troubleshooting")
+    assert isinstance(found, list), f"search from file:// failed: {found}"
+    assert any("troubleshooting.html" in url for url in found), found
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -260,11 +403,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.screenshots.mkdir(parents=True, exist_ok=True)
     with serve(SITE) as url, chromium() as b:
         for page in args.pages or site_pages():
-            page = page.strip("/") + "/" if page and not page.endswith(".html") else page
+            page = page + ".html" if page and not page.endswith(".html") else page
             b.viewport(args.width, 900)
             b.open(url + page)
-            problems = b.run(MEASURE, args.width >= 1280)
-            out = args.screenshots / f"{(page.strip('/') or 'index').replace('/', '-')}-{args.width}.png"
+            problems = measure(b, page, args.width >= 1280)
+            out = args.screenshots / f"{(page[:-len('.html')] or 'index').replace('/', '-')}-{args.width}.png"
             b.screenshot(out, args.width)
             print(out, "ok" if not problems else "\n  ".join(["problems:"] + problems))
     return 0
