@@ -189,12 +189,15 @@ class KafkaCluster:
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
 
-    def wait_until_ready(self, timeout_seconds: float = 120.0, nodes: Optional[int] = None) -> None:
-        """Until `nodes` (all by default) brokers are registered and a transaction coordinator
-        answers (the transaction state topic exists, as every transactional test needs)."""
+    def wait_until_ready(self, timeout_seconds: float = 120.0, nodes: Optional[int] = None,
+                         asking: Optional[int] = None) -> None:
+        """Until `nodes` (all by default) brokers are registered, as node `asking` (by
+        default any node) answers: a node just restarted is asked itself, since the others may
+        still list it from before its kill."""
         from kafka import KafkaAdminClient
 
         want = self.nodes if nodes is None else nodes
+        servers = self.bootstrap_servers if asking is None else f"127.0.0.1:{self.node(asking).port}"
         deadline = time.monotonic() + timeout_seconds
         last: object = None
         while time.monotonic() < deadline:
@@ -203,11 +206,14 @@ class KafkaCluster:
                     raise RuntimeError(f"Kafka node {node.id} exited ({node.process.returncode}); "
                                        f"see {node.log} and {node.directory / 'stdout.log'}")
             try:
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                         request_timeout_ms=5000, **self.admin_client_config())
+                # short backoffs: a node starting refuses connections until it listens
+                admin = KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=5000,
+                                         bootstrap_timeout_ms=3000, reconnect_backoff_max_ms=500,
+                                         **self.admin_client_config())
                 try:
                     brokers = admin.describe_cluster()["brokers"]
-                    if len(brokers) >= want:
+                    ids = {b.get("broker_id") for b in brokers if not b.get("is_fenced")}
+                    if len(brokers) >= want and (asking is None or asking in ids):
                         return
                     last = f"{len(brokers)} of {want} brokers registered"
                 finally:
@@ -221,17 +227,46 @@ class KafkaCluster:
     def node(self, node_id: int) -> Node:
         return self._nodes[node_id - 1]
 
+    def running(self, node_id: int) -> bool:
+        process = self.node(node_id).process
+        return process is not None and process.poll() is None
+
     def kill(self, node_id: int) -> None:
-        """SIGKILL: the node dies with whatever it had not flushed."""
+        """SIGKILL: the node dies with whatever it had not flushed. Fails when the node was not
+        running, or outlived the kill, or its port still answers (no fault would have happened)."""
         node = self.node(node_id)
-        if node.process is not None and node.process.poll() is None:
-            os.killpg(node.process.pid, signal.SIGKILL)
-            node.process.wait(timeout=30)
+        if not self.running(node_id):
+            raise AssertionError(f"Kafka node {node_id} is not running: nothing to kill")
+        os.killpg(node.process.pid, signal.SIGKILL)
+        node.process.wait(timeout=30)
+        if node.process.returncode != -signal.SIGKILL:
+            raise AssertionError(f"Kafka node {node_id} ended ({node.process.returncode}), "
+                                 f"not by the kill")
+        with socket.socket() as probe:
+            probe.settimeout(2)
+            if probe.connect_ex(("127.0.0.1", node.port)) == 0:
+                raise AssertionError(f"Kafka node {node_id} killed, but its port {node.port} "
+                                     f"still answers")
 
     def restart(self, node_id: int, timeout_seconds: float = 120.0) -> None:
-        self.kill(node_id)
+        """Start node `node_id` again (killing it first if it runs) and wait until it answers
+        itself, with every broker registered."""
+        if self.running(node_id):
+            self.kill(node_id)
         self._launch(self.node(node_id))
-        self.wait_until_ready(timeout_seconds)
+        self.wait_until_ready(timeout_seconds, asking=node_id)
+
+    def active_controller(self) -> int:
+        """The id of the KRaft quorum's leader (the active controller), as the quorum says."""
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, request_timeout_ms=10000,
+                                 **self.admin_client_config())
+        try:
+            quorum = admin.describe_metadata_quorum()
+        finally:
+            admin.close()
+        return int(_leader_id(quorum))
 
     def stop(self) -> None:
         for node in self._nodes:
@@ -251,6 +286,24 @@ class KafkaCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _leader_id(quorum: object) -> object:
+    """leader_id of describe_metadata_quorum's answer (a dict of the response, nested by
+    topic and partition, or the partition itself)."""
+    if isinstance(quorum, dict):
+        if "leader_id" in quorum:
+            return quorum["leader_id"]
+        for value in quorum.values():
+            found = _leader_id(value)
+            if found is not None:
+                return found
+    if isinstance(quorum, (list, tuple)):
+        for value in quorum:
+            found = _leader_id(value)
+            if found is not None:
+                return found
+    return None
 
 
 def run(command: List[str], nodes: int = 3) -> int:

@@ -15,6 +15,7 @@ import yaml
 
 from dbt.adapters.logstore.faults import ENV, PAUSE_ENV, SWAP_POINT
 from tests.functional.contract import replay_confirmed, rows_state, wait_for_confirmations
+from tests.functional.kills import wait_until_stopped  # noqa: F401 (the freeze tests' import)
 from tests.functional.thrift_server import ThriftServer
 
 # A keyless log: a change delivered twice would leave an extra row, so replay catches it.
@@ -163,25 +164,6 @@ def crash_and_recover(subprocess_project, kafka_bootstrap_servers, points, suffi
         # the crashed run's lock was taken over, and nothing of the protocol is left behind
         assert "taking over the lock of dbt invocation" in recovered.stdout, point
         assert project.tables() == {"flaky"}, point
-
-
-def wait_until_stopped(pid: int, limit: float = 30.0) -> None:
-    """Until every thread of `pid` is stopped (SIGSTOP is delivered asynchronously: a run told
-    to go on right after it could still pass a step before it stops)."""
-    import time
-
-    deadline = time.monotonic() + limit
-    while True:
-        states = []
-        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-            try:
-                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
-            except (OSError, IndexError):
-                continue  # a thread that just ended
-        if states and all(state in "Tt" for state in states):
-            return
-        assert time.monotonic() < deadline, f"process {pid} did not stop: {states}"
-        time.sleep(0.05)
 
 
 def wait_until_paused(folder: Path, process: Any, limit: float = 180.0) -> None:

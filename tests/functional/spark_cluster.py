@@ -17,7 +17,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import pytest
 
@@ -30,7 +30,13 @@ WORKERS = 2
 WORKER_CORES = 2
 WORKER_MEMORY = "1200m"
 EXECUTOR_MEMORY = "512m"  # what each application asks of a worker
-THRIFT_APP = "Thrift JDBC/ODBC Server"  # the Spark Thrift Server's application name
+# The Spark Thrift Server registers with the master as `SparkSQL::<host>` (HiveThriftServer2's
+# default name); "Thrift JDBC/ODBC Server" is only its UI's title.
+THRIFT_APP_PREFIX = "SparkSQL::"
+
+
+def is_thrift_application(name: Optional[str]) -> bool:
+    return bool(name) and str(name).startswith(THRIFT_APP_PREFIX)
 
 
 @dataclass
@@ -53,7 +59,7 @@ class StandaloneCluster:
         worker's JVM, which launches each executor as its own process). `thrift`: only the
         Thrift Server's (True) or only the other applications' (False)."""
         apps = {a["id"] for a in self.state().get("activeapps", [])
-                if thrift is None or (a.get("name") == THRIFT_APP) == thrift}
+                if thrift is None or is_thrift_application(a.get("name")) == thrift}
         workers = {p.pid for p in self.processes[1:]}
         pids = []
         for proc in Path("/proc").iterdir():
@@ -70,6 +76,19 @@ class StandaloneCluster:
             if parent in workers and b"CoarseGrainedExecutorBackend" in cmdline and app in apps:
                 pids.append(int(proc.name))
         return sorted(pids)
+
+    def kill_executor(self, rng: Any, thrift: Optional[bool] = None) -> int:
+        """SIGKILL one executor JVM of the Thrift Server (`thrift` True) or of the other
+        applications (False), chosen by `rng`; asserts one was found and that it is gone."""
+        from tests.functional.kills import kill_pid
+
+        executors = self.executor_pids(thrift=thrift)
+        apps = [a.get("name") for a in self.state().get("activeapps", [])]
+        assert executors, (f"no executor of the {'Thrift Server' if thrift else 'run'}'s "
+                           f"application to kill (applications: {apps})")
+        victim = rng.choice(executors)
+        kill_pid(victim, f"executor JVM (applications: {apps})")
+        return victim
 
     def executor_logs(self) -> List[str]:
         """Every executor's stderr so far (the workers' work folders: app-*/<n>/stderr)."""

@@ -2,8 +2,6 @@
 answering in the middle of a mirror. A run is held at a protocol step with
 LOGSTORE_FAULT_PAUSE (dbt/adapters/logstore/faults.py) while the test acts."""
 import json
-import os
-import signal
 import time
 import uuid
 
@@ -11,8 +9,9 @@ import pytest
 
 from tests.functional.contract import read_topic, replay_confirmed, wait_for_confirmations
 from tests.functional.fault_project import (  # noqa: F401
-    FaultProject, dbt, subprocess_project, wait_until_paused, wait_until_stopped, write_project,
+    FaultProject, dbt, subprocess_project, wait_until_paused, write_project,
 )
+from tests.functional.kills import freeze, thaw
 
 
 
@@ -88,9 +87,7 @@ def own_broker(tmp_path_factory):
     try:
         yield broker
     finally:
-        pid = broker.pid()
-        if pid:
-            os.kill(pid, signal.SIGCONT)
+        thaw(broker.pid())
         broker.stop()
 
 
@@ -110,12 +107,11 @@ def test_broker_lost_in_the_middle_of_a_mirror_fails_clearly_and_the_next_run_co
     pid = own_broker.pid()
     try:
         wait_until_paused(tmp_path, held)
-        os.kill(pid, signal.SIGSTOP)
-        wait_until_stopped(pid)
+        freeze(pid, "the test's broker")
         (tmp_path / "release").touch()
         output, _ = held.communicate(timeout=300)
     finally:
-        os.kill(pid, signal.SIGCONT)
+        thaw(pid)
     out = " ".join(output.split())
     assert held.returncode == 1, out[-3000:]
     assert "writing to Kafka topic" in out and "failed" in out
@@ -163,8 +159,7 @@ def test_a_paused_owner_loses_its_lease_and_is_fenced(leased_project, kafka_boot
     first = _run(project, 2, suffix, pause=f"{point}:{tmp_path}", wait=False)
     try:
         wait_until_paused(tmp_path, first)
-        os.kill(first.pid, signal.SIGSTOP)
-        wait_until_stopped(first.pid)
+        freeze(first.pid, "run A")
         (tmp_path / "release").touch()  # it goes on only when thawed
         time.sleep(LEASE_SECONDS + 2)
         second = _run(project, 3, suffix)
@@ -172,7 +167,7 @@ def test_a_paused_owner_loses_its_lease_and_is_fenced(leased_project, kafka_boot
         assert second.returncode == 0, out[-3000:]
         assert "whose lease expired" in out
     finally:
-        os.kill(first.pid, signal.SIGCONT)
+        thaw(first.pid)
         output, _ = first.communicate(timeout=300)
     text = " ".join(output.split())
     assert first.returncode == 1 and "lost its lock" in text, _errors(output)

@@ -19,7 +19,6 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from tests.functional.contract import (
     assert_transaction_metadata, canonical, read_table_files, replay_confirmed, wait_for_confirmations,
 )
 from tests.functional.fault_project import write_project
+from tests.functional.kills import kill_group
 from tests.table_formats import SESSION_SETTINGS
 
 pytestmark = pytest.mark.apache_kafka  # proven on Apache Kafka (tests/kafka_cluster.py)
@@ -178,8 +178,9 @@ class RandomKills:
             process.wait(timeout=kill_after)
             return subprocess.CompletedProcess(command, process.returncode, "", "")
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # dbt and its Spark JVM, at once
-            process.wait()
+            if process.poll() is not None:  # it ended just now, before the kill
+                return subprocess.CompletedProcess(command, process.returncode, "", "")
+            kill_group(process)  # dbt and its Spark JVM, at once (asserted killed)
             return None
 
     def rows(self, model: str):

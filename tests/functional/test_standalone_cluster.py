@@ -21,7 +21,6 @@ LOGSTORE_KILL_SEED, printed so a round can be replayed.
 import json
 import os
 import random
-import signal
 import time
 import uuid
 
@@ -31,6 +30,7 @@ from kafka import KafkaConsumer, TopicPartition
 from tests.functional.contract import read_topic, replay_confirmed, wait_for_confirmations
 from tests.functional.fault_project import FaultProject, dbt, write_project
 from tests.functional.spark_cluster import EXECUTOR_MEMORY, StandaloneCluster
+from tests.functional.kills import kill_group
 from tests.functional.thrift_server import _stop, start_thrift_server
 from tests.table_formats import JARS
 
@@ -115,14 +115,6 @@ def _records_so_far(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def _kill_group(process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.communicate(timeout=120)
-
-
 @pytest.mark.parametrize("method", ["session", "thrift"])
 def test_the_contract_and_random_kills_on_the_cluster(method, standalone_cluster, kafka_bootstrap_servers,
                                                       tmp_path_factory, request):
@@ -182,13 +174,12 @@ def test_the_contract_and_random_kills_on_the_cluster(method, standalone_cluster
             time.sleep(0.1)
         time.sleep(delay)
         if victim == "executor":
-            executors = standalone_cluster.executor_pids(thrift=server is not None)
-            if executors and run.poll() is None:
-                os.kill(rng.choice(executors), signal.SIGKILL)
+            assert run.poll() is None, f"{context}: the run ended before its executor was killed"
+            standalone_cluster.kill_executor(rng, thrift=server is not None)
             output, _ = run.communicate(timeout=300)
             assert run.returncode == 0, f"{context}: the run did not survive its executor\n{output[-3000:]}"
         else:
-            _kill_group(run)
+            kill_group(run, f"{context}: the dbt run")
             recovered = dbt(root, "run", "--vars", variables)
             assert recovered.returncode == 0, f"{context}: recovery failed\n{recovered.stdout[-3000:]}"
         confirmed = {model: _check(project, bootstrap, topic, snapshots[model] + 1, model)

@@ -159,6 +159,7 @@ def _stop(process: subprocess.Popen) -> None:
                 return
             time.sleep(0.2)
     process.poll()
+    raise AssertionError(f"process group {pgid} still runs after SIGTERM and SIGKILL")
 
 
 def start_thrift_server(work_dir: Path, master: str = "local[2]",
