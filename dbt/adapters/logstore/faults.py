@@ -5,6 +5,9 @@ when it reaches that step of the commit protocol.
 LOGSTORE_FAULT_PAUSE=<point>:<dir>: the process stops at that step, creates <dir>/reached and
 waits until <dir>/release exists, so a test can act while a run is in the middle of a step
 (start a second run of the model, freeze the broker).
+LOGSTORE_FAULT_PAUSE_EACH=<point>,<point>...:<dir>: every time the process reaches one of those
+steps it creates <dir>/reached-<n> (n counts the pauses from 1; it holds the step's name) and
+waits until <dir>/release-<n> exists (a test then acts at each step of a run: kill a broker).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 
 ENV = "LOGSTORE_FAULT_INJECT"
 PAUSE_ENV = "LOGSTORE_FAULT_PAUSE"
+PAUSE_EACH_ENV = "LOGSTORE_FAULT_PAUSE_EACH"
 POINTS = ("before_table_commit", "after_table_commit", "mid_log_write", "before_log_commit",
           "after_log_commit")
 # Between an incremental model's insert/overwrite and the tag that records it.
@@ -35,4 +39,12 @@ def maybe_crash(point: str) -> None:
         (folder / "reached").touch()
         deadline = time.monotonic() + PAUSE_LIMIT_S
         while not (folder / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    points, _, each_folder = os.environ.get(PAUSE_EACH_ENV, "").partition(":")
+    if point in points.split(","):
+        folder = Path(each_folder)
+        count = len(list(folder.glob("reached-*"))) + 1
+        (folder / f"reached-{count}").write_text(point)
+        deadline = time.monotonic() + PAUSE_LIMIT_S
+        while not (folder / f"release-{count}").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
