@@ -25,7 +25,7 @@ from dbt.adapters.logstore.json_images import quote_identifier
 from dbt.adapters.logstore.log_config import LogConfig
 from dbt.adapters.logstore.log_system import LogWriter, WriteResult, get_log_system
 from dbt.adapters.logstore.names import (
-    CHANGE_COLUMNS, COMMITTED, GENERATION, GENERATION_OFFSETS, GENERATION_PENDING,
+    CHANGE_COLUMNS, COMMITTED, COMMITTED_MS, GENERATION, GENERATION_OFFSETS, GENERATION_PENDING,
     GENERATION_SNAPSHOT, H_ATTEMPT, H_CHANGESET, H_GENERATION, H_SNAPSHOT, H_TABLE, H_TOMBSTONE,
     H_WRITER, LOG_CLUSTER_ID, LOG_CONTROL_TOPIC_ID, LOG_TOPIC_ID, MIRRORED, SNAPSHOT_ATTEMPT,
     SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_TABLE_VERSION, SOURCES, TOMBSTONE_AFTER_DELETE,
@@ -52,6 +52,8 @@ ChangeRow = Tuple[str, Optional[str], Optional[str], Optional[str]]  # op, key, 
 class TableRef:
     schema: str
     identifier: str
+    # the commit of the change set being written, when the table recorded it (committed_ms)
+    committed_ms: Optional[int] = None
 
     @property
     def writer_id(self) -> str:
@@ -118,6 +120,13 @@ def _offsets(raw: Optional[Mapping[str, Any]]) -> Optional[Dict[int, int]]:
     return None if raw is None else {int(p): int(o) for p, o in raw.items()}
 
 
+def committed_ms(props: Dict[str, str], changeset: str) -> Optional[int]:
+    """When the table committed `changeset` (names.COMMITTED_MS); None for a commit that did
+    not record it (made by an earlier version)."""
+    recorded = props.get(COMMITTED_MS) if props.get(COMMITTED) == changeset else None
+    return int(recorded) if recorded and recorded.isdigit() else None
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One attempt to write a change set: everything a writer of it needs (the driver, or each
@@ -141,7 +150,9 @@ class Attempt:
             table_version: Optional[str] = None, columns: Tuple[Tuple[str, str], ...] = (),
             snapshot_read: bool = False, generation: int = 1,
             starts_generation: bool = False) -> "Attempt":
-        return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, int(time.time() * 1000),
+        # ts_ms is the table commit's time (a re-sent change set's too), as docs/log-format.md says
+        ts_ms = table.committed_ms or int(time.time() * 1000)
+        return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, ts_ms,
                    table_version, tuple(columns), snapshot_read, generation, starts_generation)
 
     def encoder(self) -> RecordEncoder:

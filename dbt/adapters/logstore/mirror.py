@@ -70,8 +70,9 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
                       log_starts: bool = False) -> log_snapshots.Snapshot:
     """The snapshot the table's committed change set (`changes_relation`) is in the log as.
     `handle` is the model thread's dbt-spark connection handle (the rows' way out of Spark)."""
-    table = log_snapshots.TableRef(str(target_relation.schema), str(target_relation.identifier))
     props = catalog.properties(target_relation)
+    table = log_snapshots.TableRef(str(target_relation.schema), str(target_relation.identifier),
+                                   log_snapshots.committed_ms(props, changeset))
     previous = log_snapshots.Snapshot.from_properties(props)
     # A snapshot that starts a generation (the table's rows, as a log starts or is re-based on
     # the table: lifecycle/generations.py) follows the snapshot its start names, from the

@@ -67,6 +67,8 @@ TOMBSTONE_AFTER_DELETE = b"after-delete"
 # readers and status read them (recovery and readers depend on them).
 CHANGESET_ID = "logstore.changeset.id"  # on the change table
 COMMITTED = "logstore.changeset.committed"
+# the table commit's time (epoch ms), recorded with it: its records' ts_ms, re-sent or not
+COMMITTED_MS = "logstore.changeset.committed-ms"
 MIRRORED = "logstore.changeset.mirrored"
 TOPIC_PARTITIONS = "logstore.topic.partitions"
 INTENT = "logstore.changeset.intent"

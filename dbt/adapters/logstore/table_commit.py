@@ -4,6 +4,7 @@ change-set tag and log options of a commit, the snapshot history a rebuilt table
 and the upstream positions a downstream commit records (docs/log-format.md, section 5)."""
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, Optional, Sequence
 
 from dbt.adapters.logstore import changes, commit_protocol, leftovers, log_snapshots, names, table_formats
@@ -76,6 +77,7 @@ def commit_properties(catalog: Catalog, log: LogConfig, changeset_id: Optional[s
     props.update(log.table_properties())
     if changeset_id:
         props[names.COMMITTED] = changeset_id
+        props[names.COMMITTED_MS] = str(int(time.time() * 1000))  # the records' ts_ms
         if sources:  # how far upstream logs were read: commits with it
             props[names.SOURCES] = sources
     if topic_partitions:

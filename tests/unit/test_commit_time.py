@@ -1,0 +1,19 @@
+"""ts_ms is the table commit's time, recorded with the commit: a re-sent change set keeps it."""
+from dbt.adapters.logstore import names
+from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef, committed_ms
+
+
+def test_the_recorded_commit_time_belongs_to_its_change_set_only():
+    props = {names.COMMITTED: "cs-2", names.COMMITTED_MS: "1795739935925"}
+    assert committed_ms(props, "cs-2") == 1795739935925
+    assert committed_ms(props, "cs-3") is None  # another change set's time is not this one's
+    assert committed_ms({names.COMMITTED: "cs-2"}, "cs-2") is None  # a commit that did not record it
+
+
+def test_an_attempt_carries_the_commit_time_not_its_own():
+    log = LogConfig(model="m", system="kafka", topic="t", bootstrap_servers="b:9092")
+    resent = Attempt.new(log, TableRef("s", "t", 1795739935925), Snapshot(id=4), "cs-5")
+    assert resent.ts_ms == 1795739935925
+    assert Attempt.new(log, TableRef("s", "t"), Snapshot(id=4), "cs-5").ts_ms > 1795739935925
+    assert TableRef("s", "t", 1).writer_id == "s.t"
