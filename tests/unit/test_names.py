@@ -97,6 +97,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
         "after-delete": "TOMBSTONE_AFTER_DELETE",
         "logstore.changeset.id": "CHANGESET_ID",
         "logstore.changeset.committed": "COMMITTED",
+        "logstore.changeset.committed-ms": "COMMITTED_MS",
         "logstore.changeset.mirrored": "MIRRORED",
         "logstore.topic.partitions": "TOPIC_PARTITIONS",
         "logstore.changeset.intent": "INTENT",
