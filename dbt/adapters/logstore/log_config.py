@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore import formats
 from dbt.adapters.logstore.formats import FormatRefusal, connect_schema, debezium_transactions
+from dbt.adapters.logstore.config_sources import config_sources
 from dbt.adapters.logstore.json_images import TIMESTAMP_ISO, TIMESTAMP_SQL, JsonImages
 from dbt.adapters.logstore.log_options import (
     CHANGELOG_MODES, CONSISTENCIES, EMIT_MODES, FORMATS, KEY_FORMATS, LOGGABLE_MATERIALIZATIONS,
@@ -44,11 +45,14 @@ class ModelRef:
     materialized: str
     incremental_strategy: Optional[str] = None
     language: str = "sql"
+    # (key, where it was set) for keys set by config() or schema.yml, the rest set in
+    # dbt_project.yml (config_sources.py); None: not known
+    sources: Optional[Tuple[Tuple[str, str], ...]] = None
 
     @classmethod
     def from_node(cls, node: Any) -> "ModelRef":
         """A dbt node (a manifest object at parse time, a dict in a model's context)."""
-        raw = node_config(node)
+        raw, sources = node_config(node), config_sources(node)
         return cls(
             name=str(node_field(node, "name")),
             schema=str(node_field(node, "schema")),
@@ -56,6 +60,7 @@ class ModelRef:
             materialized=str(raw.get("materialized")),
             incremental_strategy=raw.get("incremental_strategy"),
             language=str(node_field(node, "language") or "sql"),
+            sources=None if sources is None else tuple(sources.items()),
         )
 
 
@@ -256,7 +261,7 @@ def resolve_log_config(
 ) -> LogConfig:
     """Resolve and validate the log options of one model from its raw config dict."""
     model = ref.name
-    check_known_keys(model, raw, profile_client)
+    check_known_keys(model, raw, profile_client, None if ref.sources is None else dict(ref.sources))
     system = read_system(model, raw)
     if system == "none":
         return LogConfig(model=model)

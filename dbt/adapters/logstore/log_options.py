@@ -464,8 +464,10 @@ def suggestions(key: str, candidates: Sequence[str], preferred: Sequence[str] = 
     return list(dict.fromkeys([*preferred, *close]))[:2]
 
 
-def _unknown_key(key: str, value: Any, client: Optional[_Client]) -> Optional[str]:
-    """Why `key` (a model config key) is not one the adapter takes, or None when it is."""
+def _unknown_key(key: str, value: Any, client: Optional[_Client],
+                 source: str = "model config") -> Optional[str]:
+    """Why `key` (a model config key, set in `source`) is not one the adapter takes, or None
+    when it is."""
     if key in known_keys() or key.startswith(TOPIC_CONFIG_PREFIX):
         return None
     family = _family(key)
@@ -485,7 +487,7 @@ def _unknown_key(key: str, value: Any, client: Optional[_Client]) -> Optional[st
                 if refusal is None:
                     return None
                 if refusal != NO_SUCH_PROPERTY:
-                    return (f"config '{key}' (model config) passes '{name}' to {client.library}, "
+                    return (f"config '{key}' ({source}) passes '{name}' to {client.library}, "
                             f"which refuses it: {refusal}. Allowed: leave it unset, or a value "
                             f"{client.library} takes.")
                 why = f", and {client.library} has no property '{name}'"
@@ -493,11 +495,17 @@ def _unknown_key(key: str, value: Any, client: Optional[_Client]) -> Optional[st
             dotted = name.replace("_", ".")
             if family == "kafka_" and client.check(dotted, None) is None:
                 preferred.append("kafka." + dotted)
+            # 'kafka.propertes.acks': the other prefix spelled inside this one; the user's own
+            # prefix with the property is the key meant ('kafka.acks'), not the other prefix
+            head, _, rest = name.partition(".")
+            if (family in CLIENT_PREFIXES and rest and client.check(rest, None) is None
+                    and difflib.get_close_matches(head + ".", CLIENT_PREFIXES, n=1, cutoff=0.6)):
+                return f"unknown config key '{key}' ({source}{why}). Did you mean '{family}{rest}'?"
         topic_setting = re.fullmatch(r"topic[._-]?config[._-](.+)", key[len(family):])
         if family != "properties." and topic_setting:
             preferred.append(TOPIC_CONFIG_PREFIX + topic_setting.group(1))
     found = suggestions(key, candidates, preferred)
-    text = f"unknown config key '{key}' (model config{why})."
+    text = f"unknown config key '{key}' ({source}{why})."
     if found:
         return f"{text} Did you mean {_quoted(found)}?"
     return f"{text} {_allowed_in_family(family, client)}"
@@ -515,7 +523,8 @@ def _allowed_in_family(family: str, client: Optional[_Client]) -> str:
     return f"Allowed under '{family}':" + wrapped(", ".join(own) + ".")
 
 
-def check_known_keys(model: str, raw: Mapping[str, Any], client: Optional[str] = None) -> None:
+def check_known_keys(model: str, raw: Mapping[str, Any], client: Optional[str] = None,
+                     sources: Optional[Mapping[str, str]] = None) -> None:
     """Every key of the adapter's families (OWN_PREFIXES, and CLIENT_PREFIXES: a property of the
     profile's Kafka client `client`) is an option, Amoro's switch, a topic setting or a
     client property: otherwise one error names every bad key of the model, with the closest
@@ -523,7 +532,11 @@ def check_known_keys(model: str, raw: Mapping[str, Any], client: Optional[str] =
     taker = None
     if any(_family(key) in CLIENT_PREFIXES + ("kafka_",) for key in raw):
         taker = _client(client)
-    problems = [p for p in (_unknown_key(key, value, taker) for key, value in raw.items()) if p]
+    # where each key was set (config_sources.py): config(), a schema.yml, else dbt_project.yml
+    where = (lambda key: sources.get(key, "dbt_project.yml")) if sources is not None else (
+        lambda key: "model config")
+    problems = [p for p in (_unknown_key(key, value, taker, where(key))
+                            for key, value in raw.items()) if p]
     if len(problems) == 1:
         raise LogConfigError(f"Model '{model}': {problems[0]}")
     if problems:
