@@ -17,3 +17,12 @@ def test_an_attempt_carries_the_commit_time_not_its_own():
     assert resent.ts_ms == 1795739935925
     assert Attempt.new(log, TableRef("s", "t"), Snapshot(id=4), "cs-5").ts_ms > 1795739935925
     assert TableRef("s", "t", 1).writer_id == "s.t"
+
+
+def test_recovery_names_the_step_the_failed_run_died_in():
+    from dbt.adapters.logstore.table_commit import failed_step
+
+    assert failed_step({names.INTENT: "cs"}, "cs") == "in the table commit"
+    assert failed_step({names.INTENT: "cs", names.COMMITTED: "cs"}, "cs") == \
+        "in the log write, after the table commit"
+    assert failed_step({names.COMMITTED: "cs", names.MIRRORED: "cs"}, "cs") == "after the log write"

@@ -107,14 +107,15 @@ def remove_directory(catalog: Catalog, relation: Any, location: str) -> None:
         catalog.run(statement)
 
 
-def remove_uncommitted_output(catalog: Catalog, target_relation: Any) -> None:
+def remove_uncommitted_output(catalog: Catalog, target_relation: Any,
+                              step: str = "in the table commit") -> None:
     """Remove what a killed INSERT into the model's table left for the next INSERT's job
-    commit to pick up."""
+    commit to pick up; `step`: where the failed run died (table_commit.failed_step)."""
     location = location_of(catalog.rows(f"describe table extended {target_relation}"))
     if location is None:
         return  # not a file-based table (nothing of a killed job can surface)
     scratch = uncommitted_output(location)
     logger.info(f"logstore: removing {scratch}, if present: the uncommitted output of the "
-                f"run that was killed in the table commit of {target_relation}")
+                f"run that failed {step} of {target_relation}")
     own = target_relation.incorporate(path={"identifier": target_relation.identifier + UNCOMMITTED_SUFFIX})
     remove_directory(catalog, own, scratch)

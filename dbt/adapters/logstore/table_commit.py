@@ -21,9 +21,11 @@ def pending_changeset(catalog: Catalog, changes_relation: Any, target_relation: 
     changes_props = catalog.properties(changes_relation)
     table_props = catalog.properties(target_relation) if target_relation else {}
     row_count = state = None
-    if table_props.get(names.INTENT) == changes_props.get(names.CHANGESET_ID):
-        # the run died in its table commit: what it had not committed must never surface
-        leftovers.remove_uncommitted_output(catalog, target_relation)
+    changeset = changes_props.get(names.CHANGESET_ID)
+    if table_props.get(names.INTENT) == changeset:
+        # the run died in or after its table commit: what it had not committed must never surface
+        leftovers.remove_uncommitted_output(catalog, target_relation,
+                                            failed_step(table_props, changeset))
         if not log_starts:
             row_count = catalog.row_count(target_relation)
             state = table_formats.table_state(catalog, target_relation)
@@ -33,6 +35,15 @@ def pending_changeset(catalog: Catalog, changes_relation: Any, target_relation: 
     if commit_protocol.recovery_action(changes_props, table_props, row_count, state, atomic) == "mirror":
         return changes_props[names.CHANGESET_ID]
     return None
+
+
+def failed_step(table_props: Dict[str, str], changeset: Optional[str]) -> str:
+    """Where a failed run that left change set `changeset` died, by what the table recorded."""
+    if table_props.get(names.MIRRORED) == changeset:
+        return "after the log write"
+    if table_props.get(names.COMMITTED) == changeset:
+        return "in the log write, after the table commit"
+    return "in the table commit"
 
 
 def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, new_rows: int,
