@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import signal
 import sys
 import traceback
@@ -39,6 +38,7 @@ EXIT_CODES = """exit codes:
      is not logged, broker stop without the --state-dir of the broker on the port"""
 
 
+from dbt.adapters.logstore.cli_endings import Interrupts, interrupted, pipe_closed  # noqa: E402
 # the arguments, checked as they are parsed (cli_arguments.py)
 from dbt.adapters.logstore.cli_arguments import (  # noqa: E402
     _Parser, bootstrap_servers, host, port, profiles_dir, project_dir, seconds,
@@ -319,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
         "tail", parents=[debug], help="print a logged model's (or a topic's) committed changes",
         **_examples("Print the committed changes of a logged model of the dbt project, or of a\n"
                     "topic (with --bootstrap-servers).\n\n"
+                    "op: c created, u updated, d deleted, r a row of a complete copy of the\n"
+                    "table: a generation's rows, as the log carries them, or with --from\n"
+                    "latest-full the table's own rows, read from the table (so part and\n"
+                    "offset -1), before the log's changes after that snapshot.\n\n"
                     "exit codes: 0 done; 1 failed (the broker unreachable, a login refused, the\n"
                     "topic missing); 2 bad arguments or --vars, no dbt project, a model that is\n"
                     "not logged",
@@ -365,68 +369,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
-
-
-class _Interrupts:
-    """Ctrl-C reaches the whole process group: the Spark JVM of `--from latest-full` or
-    `status` dies of it too, and the read fails with a catalog or py4j error before Python
-    sees the KeyboardInterrupt. Remembering the signal lets such a failure say 'interrupted'."""
-
-    seen = False
-
-    @classmethod
-    def handle(cls, signum: int, frame: Any) -> None:
-        cls.seen = True
-        raise KeyboardInterrupt
-
-
-def _interrupted() -> int:
-    """'interrupted', exit code 130; a Spark JVM this command started is stopped: pyspark
-    starts it deaf to Ctrl-C, and it would finish its start or query with our stdout held."""
-    print("interrupted", file=sys.stderr)
-    for child in _children():
-        try:
-            os.kill(child, signal.SIGTERM)
-        except OSError:
-            pass
-    return INTERRUPTED
-
-
-def _children() -> List[int]:
-    """This process's child processes (Linux's /proc; elsewhere none are found)."""
-    found: List[int] = []
-    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-        try:
-            found += [int(pid) for pid in children.read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def _pipe_closed() -> int:
-    """The reader of stdout went away (`tail | head`): end quietly; stdout is pointed at
-    /dev/null so that the interpreter's last flush does not complain either."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return 0
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)  # bad arguments: one line (_Parser.error), exit code 2
-    signal.signal(signal.SIGINT, _Interrupts.handle)
+    signal.signal(signal.SIGINT, Interrupts.handle)
     try:
         if hasattr(args, "vars"):
             args.vars = parse_vars(args.vars)
         return args.func(args)
     except KeyboardInterrupt:
-        return _interrupted()
+        return interrupted()
     except BrokenPipeError:
-        return _pipe_closed()
+        return pipe_closed()
     except Exception as exc:
-        if _Interrupts.seen:
-            return _interrupted()
+        if Interrupts.seen:
+            return interrupted()
         if args.debug:
             traceback.print_exc()
         print(error_line(exc, args), file=sys.stderr)
