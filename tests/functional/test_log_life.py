@@ -283,11 +283,12 @@ class TestRetention:
         changes = list(read_changelog(servers, topic, start=StartPoint("latest-generation"),
                                       table=relation))
         # on the wire, the generation's copy is Debezium's snapshot events (op 'r',
-        # source.snapshot) with the generation header; the reader delivers them as inserts
+        # source.snapshot) with the generation header; the reader marks the generation's start
+        # (op 'g'), then delivers them as they are on the wire
         copy = [m for m in read_topic(servers, topic) if m.header("logstore.starts-generation")]
         assert [m.envelope["op"] for m in copy] == ["r"] * 5
         assert {m.envelope["source"]["snapshot"] for m in copy} == {"true"}
-        assert {c.generation for c in changes[:5]} == {2} and {c.op for c in changes[:5]} == {"c"}
+        assert [(c.op, c.generation) for c in changes[:6]] == [("g", 2)] + [("r", 2)] * 5
         replica = Replica()
         for change in changes:
             replica.apply(change)
