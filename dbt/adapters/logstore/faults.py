@@ -27,6 +27,8 @@ INCREMENTAL_POINT = "incremental_commit"
 INTENT_POINT = "incremental_intent"
 # Between dropping the old table and renaming the staged one into its place.
 SWAP_POINT = "mid_swap"
+# Before the log system's identity checks of a run (its first questions to the log's broker).
+LOG_CHECKS_POINT = "before_log_checks"
 PAUSE_LIMIT_S = 600
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Set, Tuple, TypeVar
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.catalog import logger
 from dbt.adapters.logstore.control_records import parse_control_record
 from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
@@ -105,6 +106,7 @@ class KafkaLogSystem(LogSystem):
         return int(existing or log.partitions)
 
     def observe(self, log: LogConfig) -> LogState:
+        faults.maybe_crash(faults.LOG_CHECKS_POINT)
         topic, control = str(log.topic), control_topic_for(str(log.topic))
 
         def described(admin: Any) -> Tuple[Any, Set[str], Dict[str, Any], Dict[str, str]]:
