@@ -112,7 +112,10 @@ def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) 
         status.problems.append(f"the table records log offsets {status.table_offsets}, the log's "
                                f"confirmation {status.log_end_offsets}")
     if verify and status.agree:
-        _verify_content(project, model, reader, status)
+        # from the latest generation (the contract's start) and, while it is all held, from the
+        # earliest offset (the reset rule across every generation: docs/log-format.md, section 6)
+        whole = bool(assessment.generations) and assessment.generations[0].held(state.start_offsets)
+        _verify_content(project, model, reader, status, from_earliest=whole)
     return status
 
 
@@ -121,22 +124,27 @@ def _image(row: Any) -> str:
 
 
 def _verify_content(project: DbtProject, model: LoggedModel, reader: ChangelogReader,
-                    status: ModelStatus) -> None:
+                    status: ModelStatus, from_earliest: bool = False) -> None:
     # read against the table's columns (docs/log-format.md, "Row images across schema changes")
-    replica = Replica(columns=project.table_columns(model)[0])
-    try:  # from the start point of the contract: the latest generation (docs/log-format.md)
-        for record in reader.changes(StartPoint("latest-generation")):
-            replica.apply(record)
-    except ValueError as exc:  # a keyless delete of a row the log never had
-        status.problems.append(f"the log does not replay: {exc}")
-        return
-    logged = Counter(_image(row) for row in replica.rows())
+    columns = project.table_columns(model)[0]
     _, rows = project.snapshot_rows(model)
     table = Counter(_image(row) for _, row in rows)
-    if logged != table:
-        missing, extra = table - logged, logged - table
-        status.problems.append(
-            f"content differs: the table has {sum(table.values())} rows, replaying the log gives "
-            f"{sum(logged.values())}; {sum(missing.values())} rows only in the table, "
-            f"{sum(extra.values())} only in the log"
-            + (f" (e.g. {next(iter(missing))})" if missing else ""))
+    starts = [StartPoint("latest-generation")] + ([StartPoint("earliest")] if from_earliest else [])
+    for start in starts:
+        replica = Replica(columns=columns)
+        try:
+            for record in reader.changes(start):
+                replica.apply(record)
+        except ValueError as exc:  # a keyless delete of a row the log never had
+            status.problems.append(f"the log does not replay from {start}: {exc}")
+            return
+        logged = Counter(_image(row) for row in replica.rows())
+        if logged != table:
+            missing, extra = table - logged, logged - table
+            status.problems.append(
+                f"content differs: the table has {sum(table.values())} rows, replaying the log "
+                f"from {start} gives {sum(logged.values())}; {sum(missing.values())} rows only in "
+                f"the table, {sum(extra.values())} only in the log"
+                + (f" (e.g. {next(iter(missing))})" if missing else "")
+                + (f" (e.g. {next(iter(extra))} only in the log)" if extra and not missing else ""))
+            return
