@@ -47,7 +47,7 @@ from dbt.adapters.logstore.catalog import set_properties_sql
 from dbt.adapters.logstore.commit_protocol import LogLost
 from dbt.adapters.logstore.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.lifecycle.identity import Assessment
-from dbt.adapters.logstore.impl import LogstoreAdapter
+from dbt.adapters.logstore.impl import LogstoreAdapter, ModelRunState
 from dbt.adapters.logstore.mirror import LogstoreAdapterResponse
 from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
 
@@ -163,6 +163,9 @@ class FakeAdapter:
 
     COLUMNS = [SparkColumn(column="id", dtype="int"), SparkColumn(column="amount", dtype="double"),
                SparkColumn(column="day", dtype="date")]
+
+    def _run_state(self) -> ModelRunState:  # the model run's state, as impl.py keeps it
+        return self.__dict__.setdefault("_state", ModelRunState())
 
     def __init__(self, calls: List[Call], context: Dict[str, Any], catalog: Dict[str, str],
                  log_is_new: bool = False, pending: Optional[str] = None,

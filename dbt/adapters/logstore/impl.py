@@ -2,14 +2,11 @@
 steps the commit protocol asks of dbt and Spark (`commit_protocol.Steps`, not callable from Jinja).
 
 The materializations hand each commit to `commit_protocol` in three calls (`logstore_begin`,
-`logstore_build_changes`, `logstore_commit_by_swap` or `_by_statement`), which runs its steps
-on this adapter. Each method turns Jinja's loose values into typed objects and hands off to
-plain Python, giving it the model thread's connection as a `catalog.Catalog`: config resolution (`log_config`), the
-run lock (`run_lock`, `leftovers`), change computation and the last checks (`changes`,
-`change_checks`), what the table's properties record (`table_commit`), the mirror after the
-table commit (`mirror`, over `log_snapshots` and the log system) and upstream changes landed
-for downstream models (`source_landing`). It keeps what only dbt's adapter knows: relations,
-columns, the thread's model run (ModelRunState) and dbt's hooks.
+`logstore_build_changes`, `logstore_commit_by_swap` or `_by_statement`), which runs its steps on
+this adapter. Each method turns Jinja's loose values into typed objects and hands off to plain
+Python (config, lock, changes, table commit, mirror, landing: docs/architecture.md), giving it
+the model thread's connection as a `catalog.Catalog`. It keeps what only dbt's adapter knows:
+relations, columns, the thread's model run (ModelRunState) and dbt's hooks.
 """
 from __future__ import annotations
 
@@ -51,6 +48,8 @@ class ModelRunState:
     landed: List[str] = field(default_factory=list)
     log_state: Optional[LogState] = None  # the log as this run found it (lifecycle/identity.py)
     generation: Optional[GenerationStart] = None  # the generation this run's commit starts
+    target: Any = None  # the model's table, once this run holds its lock
+    committed: bool = False  # its commit and log write went through (else a failure cleans up)
 
 
 class LogstoreAdapter(SparkAdapter):
@@ -94,10 +93,9 @@ class LogstoreAdapter(SparkAdapter):
             path={"identifier": f"{target_relation.identifier}{suffix}"}, type="table")
 
     def set_macro_resolver(self, macro_resolver: Any) -> None:
-        """dbt hands over the loaded manifest here after every parse (full or partial), before
-        anything runs: the log options of every node are checked at once, so `dbt parse`,
-        `compile` and `run` name every model with a bad log configuration in one error, and
-        nothing is built or written."""
+        """dbt hands the manifest over after every parse, before anything runs: every node's log
+        options are checked at once, so `dbt parse`, `compile` and `run` name every bad model
+        in one error, and nothing is built or written."""
         super().set_macro_resolver(macro_resolver)
         nodes = getattr(macro_resolver, "nodes", None)
         if nodes:
@@ -167,9 +165,11 @@ class LogstoreAdapter(SparkAdapter):
         """A rebuilt table's commit, then its log write (commit_protocol.commit_by_swap);
         `replace_clauses` are used where the table is replaced in place (table_formats)."""
         in_place = self.logstore_replaces_in_place(file_format, old_relation)
-        return commit_protocol.commit_by_swap(
+        response = commit_protocol.commit_by_swap(
             self, log, staged_relation, target_relation, old_relation, changes_relation, changeset,
             partitions, rows_affected, replace_clauses if in_place else None, model_properties)
+        self._run_state().committed = True
+        return response
 
     @available.parse_none
     def logstore_commit_by_statement(self, log: LogConfig, target_relation: Any, staged_relation: Any,
@@ -180,9 +180,11 @@ class LogstoreAdapter(SparkAdapter):
         """An incremental statement's commit, then its log write (commit_protocol.commit_by_statement)."""
         if isinstance(replaced_by, str):
             replaced_by = [replaced_by]
-        return commit_protocol.commit_by_statement(
+        response = commit_protocol.commit_by_statement(
             self, log, target_relation, staged_relation, existing_relation, changes_relation,
             changeset, partitions, statement, rows_affected, tuple(replaced_by or ()), replaces_rows)
+        self._run_state().committed = True
+        return response
 
     def logstore_set_properties(self, relation: Any, properties: Mapping[str, str]) -> str:
         self.execute(set_properties_sql(relation, properties))
@@ -199,7 +201,8 @@ class LogstoreAdapter(SparkAdapter):
         lock = run_lock.lock_relation(target_relation)
         owner = run_lock.LockOwner.this_process(invocation_id, self._lease_seconds())
         run_lock.take(self._catalog(), log.model, lock, owner)
-        self._run_state().lock, self._run_state().owner = lock, owner
+        state = self._run_state()
+        state.lock, state.owner, state.target = lock, owner, target_relation
         return lock
 
     @available.parse_none
@@ -248,6 +251,13 @@ class LogstoreAdapter(SparkAdapter):
                 self.execute(leftovers.drop_sql(name, kind or "table"))
             except Exception as exc:
                 logger.warning(f"could not drop {raw}: {exc}")
+        state = self._run_state()
+        if state.lock is not None and state.target is not None and not state.committed:
+            try:  # a failed run: what it staged goes now, while it still holds the lock
+                table_commit.drop_what_a_failed_run_staged(self._catalog(), state.target,
+                                                          self.logstore_relation)
+            except Exception as exc:  # its next run settles it; the run's own error stands
+                logger.debug(f"logstore: left for the next run: {exc}")
         self.logstore_release_lock()
         self._run_states.pop(threading.get_ident(), None)
         super().post_model_hook(config, context)
@@ -262,10 +272,9 @@ class LogstoreAdapter(SparkAdapter):
     # --- before the table changes --------------------------------------------------------
 
     def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str:
-        """Refuse a partitioned logged model on Spark's in-memory catalog, before anything
-        changes: that catalog keeps a renamed table's old partition paths, so the staged table
-        renamed in would read empty. (dbt-spark starts its session with the Hive catalog; an
-        in-memory one is a session somebody else started in the same process.)"""
+        """Refuse a partitioned logged model on Spark's in-memory catalog (a session somebody
+        else started in the process: dbt-spark's has Hive's), which keeps a renamed table's old
+        partition paths, so the staged table renamed in would read empty."""
         spark = active_spark(self.connections.get_thread_connection().handle)
         if spark is not None and partition_by:
             catalog = spark.conf.get("spark.sql.catalogImplementation", "hive")
@@ -371,15 +380,12 @@ class LogstoreAdapter(SparkAdapter):
         change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates)
 
     def logstore_retract(self, log: LogConfig, changes_relation: Any) -> None:
-        """When this commit starts a generation on a topic holding an earlier log: the deletes of
-        the keys the table lost join its change set (retraction.py)."""
-        start = self._run_state().generation
-        if retraction.needed(log, start):
+        """A generation's change set also deletes the keys the table lost (retraction.py)."""
+        state = self._run_state()
+        if retraction.needed(log, state.generation) and state.target is not None:
             retraction.retract_lost_keys(
-                self._catalog(), self.connections.get_thread_connection().handle, log, start,
-                changes_relation, self.logstore_relation(changes_relation.incorporate(path={
-                    "identifier": changes_relation.identifier.removesuffix(names.CHANGES_SUFFIX)}),
-                    "held"))
+                self._catalog(), self.connections.get_thread_connection().handle, log,
+                state.generation, changes_relation, self.logstore_relation(state.target, "held"))
 
     def logstore_crash_point(self, point: str) -> str:
         """Fault tests: die (or pause) here when LOGSTORE_FAULT_INJECT (or _PAUSE) names it."""
