@@ -46,7 +46,7 @@ is written again as a new attempt. A change table whose table commit never happe
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Protocol, Sequence
+from typing import Any, Dict, Mapping, Optional, Protocol, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -134,7 +134,7 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
         raise DbtRuntimeError(f"Model '{log.model}': {target} is not a table yet; its first run "
                               f"starts its log with its rows.")
     assessment = steps.logstore_assess_log(log, target, table)
-    start = _generation_to_start(log, assessment, resnapshot)
+    start, why = _generation_to_start(log, assessment, resnapshot)
     partitions = steps.logstore_prepare(log)
     log_starts = steps.logstore_log_is_new(log, existing, partitions) or (
         start is not None and table is not None)
@@ -155,9 +155,13 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
         # the generation's copy of the table: the table's rows now (below), or the run's own
         # first build when there is no table yet (its commit records the start)
         steps.logstore_start_generation(start)
+    if log_starts or why:
+        # said once (logstore_resnapshot says it itself, when it is done)
+        say = logger.debug if resnapshot else logger.info
+        say(f"{target} starts {'its log' if start is None else f'generation {start.number} of its log'} "
+            f"in {log.topic} with {'the table' if log_starts else 'this run'}'s rows"
+            + (f" ({why})" if why else ""))
     if log_starts:
-        logger.info(f"{target} starts {'its log' if start is None else f'generation {start.number} of its log'} "
-                    f"in {log.topic} with the table's current rows")
         begun = f"{changeset}-start"
         build_changes(steps, log, changes, existing, changeset=begun)
         steps.logstore_set_properties(existing, steps.logstore_properties(
@@ -170,22 +174,19 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
 
 
 def _generation_to_start(log: LogConfig, assessment: Assessment,
-                         resnapshot: bool) -> Optional[GenerationStart]:
-    """The generation this run starts, if any; a lost log stops the run unless the model
-    restarts it (`log.on-lost`) or it is being resnapshotted."""
+                         resnapshot: bool) -> Tuple[Optional[GenerationStart], str]:
+    """The generation this run starts, if any, and why; a lost log stops the run unless the
+    model restarts it (`log.on-lost`) or it is being resnapshotted."""
     if assessment.lost and not (resnapshot or log.on_lost == "restart"):
         raise LogLost(lost_message(log, assessment))
-    start = assessment.next_start
     if assessment.lost:
-        logger.warning(f"Model '{log.model}': {'; '.join(assessment.findings)}. Starting "
-                       f"generation {start.number} of the log in '{log.topic}' with the table's rows.")
-        return start
-    if resnapshot or assessment.due:
-        why = "as asked" if resnapshot else "its latest is older than 'log.generation.interval'"
-        logger.info(f"Model '{log.model}': starting generation {start.number} of the log in "
-                    f"'{log.topic}' ({why}).")
-        return start
-    return None
+        logger.warning(f"Model '{log.model}': {'; '.join(assessment.findings)}.")
+        return assessment.next_start, "its log was lost"
+    if resnapshot:
+        return assessment.next_start, "as asked"
+    if assessment.due:
+        return assessment.next_start, "its latest is older than 'log.generation.interval'"
+    return None, ""
 
 
 def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any = None,
