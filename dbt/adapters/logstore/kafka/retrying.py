@@ -7,8 +7,11 @@ it picks at random among those the cluster named, and when that node refuses the
 (a node killed and not yet dropped from the cluster's metadata, ~9 s in KRaft) the caller's call
 fails at once (`KafkaConnectionError: 111 ECONNREFUSED`) instead of asking another node: about
 one fresh client in three with one node of three down. A new try (a fresh client) asks another
-node; so a failed try is retried, after the client's own backoff, until `bootstrap_timeout_ms`
-has passed. Only then is the error "no broker answered", naming the servers tried.
+node; so a failed try is retried, after the client's own backoff, while the window has time:
+bootstrap_timeout_ms plus request_timeout_ms, so that a request that timed out on a partition
+whose leader died (the cluster moves it after broker.session.timeout.ms, 9 s) is asked once more.
+Only then is the error "no broker answered", naming the servers tried. A bootstrap that failed
+is final: kafka-python tried every listed server for bootstrap_timeout_ms.
 """
 from __future__ import annotations
 
@@ -43,8 +46,10 @@ def no_broker_answered() -> type:
 
 def retriable(exc: BaseException) -> bool:
     """Whether another try (a fresh client, which asks another node) may succeed."""
+    if "unable to bootstrap" in str(exc).lower() or type(exc).__name__ == "NoBrokersAvailable":
+        return False  # every listed server was tried for bootstrap_timeout_ms
     return (isinstance(exc, _kafka_error()) and bool(getattr(exc, "retriable", False))
-            and type(exc).__name__ not in _NOT_RETRIED) or type(exc).__name__ == "NoBrokersAvailable"
+            and type(exc).__name__ not in _NOT_RETRIED)
 
 
 def servers_of(config: Mapping[str, Any]) -> List[str]:
@@ -56,11 +61,12 @@ def with_retries(attempt: Callable[[], T], config: Mapping[str, Any], doing: str
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> T:
     """`attempt()` (which opens its own client, talks, and closes it), tried again while it
-    fails with a retriable error and the window (the client's bootstrap_timeout_ms) has time
-    left, after the client's backoff (retry_backoff_ms, doubled each try up to
+    fails with a retriable error and the window (the client's bootstrap_timeout_ms plus its
+    request_timeout_ms) has time left, after the client's backoff (retry_backoff_ms, doubled each try up to
     reconnect_backoff_max_ms). A last failure that was silence becomes "no broker answered"
     naming the servers tried (the error it followed is its cause); an answer is raised as is."""
-    window_s = float(config.get("bootstrap_timeout_ms") or 30000) / 1000
+    window_s = (float(config.get("bootstrap_timeout_ms") or 30000)
+                + float(config.get("request_timeout_ms") or 30000)) / 1000
     backoff_s = float(config.get("retry_backoff_ms") or 100) / 1000
     backoff_max_s = float(config.get("reconnect_backoff_max_ms") or 1000) / 1000
     started = clock()
