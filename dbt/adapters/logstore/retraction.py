@@ -14,6 +14,7 @@ at a time, never the topic's keys.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore import leftovers
@@ -99,6 +100,7 @@ def retract_lost_keys(catalog: Catalog, handle: Any, log: LogConfig, start: Gene
     chosen = ranges(reader, start)
     if not chosen:
         return
+    started = time.monotonic()
     catalog.run(leftovers.drop_sql(held_relation))
     leftovers.create_or_clear(catalog, held_relation, held_table_ddl(str(held_relation)))
     try:
@@ -110,5 +112,6 @@ def retract_lost_keys(catalog: Catalog, handle: Any, log: LogConfig, start: Gene
                            f"where {quote_identifier(CHANGE_COLUMNS[0])} = '{OP_DELETE}'")[0][0]
     records = sum(end - first for _, first, end in chosen)
     logger.info(f"{log.model}: generation {start.number} retracts {deletes} keys that "
-                f"'{log.topic}' still holds and the table no longer has (read {records} offsets)")
+                f"'{log.topic}' still holds and the table no longer has (read {records} offsets "
+                f"in {time.monotonic() - started:.1f} s)")
 
