@@ -30,6 +30,7 @@ from dbt.adapters.logstore.source_changes import insert_batches_sql
 
 HeldRow = Tuple[str, Optional[str], int, int]  # key, row (None: deleted), partition, offset
 Range = Tuple[int, int, int]  # partition, first offset, end offset
+THRIFT_BATCH = 2000  # rows per INSERT behind a Thrift Server
 
 
 def needed(log: LogConfig, start: Optional[GenerationStart]) -> bool:
@@ -88,8 +89,9 @@ def _land(catalog: Catalog, handle: Any, reader: LogReader, chosen: List[Range],
             lambda mine: held_rows(reader, mine))
         spark.createDataFrame(rdd, schema).write.insertInto(held_relation)
         return
-    for statement in insert_batches_sql(held_relation, held_rows(reader, iter(chosen))):
-        catalog.run(statement)  # thrift: dbt reads the ranges and inserts them in batches
+    # thrift: dbt reads the ranges and inserts them in batches (of about 0.5 MB of SQL)
+    for statement in insert_batches_sql(held_relation, held_rows(reader, iter(chosen)), THRIFT_BATCH):
+        catalog.run(statement)
 
 
 def retract_lost_keys(catalog: Catalog, handle: Any, log: LogConfig, start: GenerationStart,
