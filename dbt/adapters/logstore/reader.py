@@ -23,8 +23,8 @@ Start points (`StartPoint.parse`):
                 from the start of the log's latest (or N-th) generation: the table's complete
                 rows as of a table version, then every change after (lifecycle/generations.py)
 
-Where a generation starts (its confirmation read, before any of its rows), the reader delivers
-a record of op 'g' (replay.GENERATION_STARTS, no row), and every record of that snapshot carries
+Where a generation after the first starts (its confirmation read, before any of its rows), the
+reader delivers a record of op 'g' (replay.GENERATION_STARTS, no row), and every record of that snapshot carries
 the generation's number (ChangeRecord.generation): a replica drops the rows whose last change is
 older (replay.ResetRule), also for a generation of no rows. A start point whose records the broker has deleted
 (retention) is refused, naming the generation that still reaches the table.
@@ -260,8 +260,9 @@ class ChangelogReader:
 
     def _starts_generation(self, confirmation: Confirmation, after_snapshot: int,
                            up_to: Optional[int]) -> bool:
-        """A generation of this table starts at `confirmation`, within what is delivered."""
-        return (confirmation.generation_start is not None
+        """A re-base of this table's log starts at `confirmation`, within what is delivered (the
+        first generation is the log's start: nothing before it to supersede)."""
+        return (confirmation.generation_start is not None and (confirmation.generation or 1) > 1
                 and self.table in (None, confirmation.table)
                 and after_snapshot < confirmation.snapshot
                 and (up_to is None or confirmation.snapshot <= up_to))
