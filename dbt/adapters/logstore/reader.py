@@ -24,10 +24,11 @@ Start points (`StartPoint.parse`):
                 rows as of a table version, then every change after (lifecycle/generations.py)
 
 Where a generation after the first starts (its confirmation read, before any of its rows), the
-reader delivers a record of op 'g' (replay.GENERATION_STARTS, no row), and every record of that snapshot carries
-the generation's number (ChangeRecord.generation): a replica drops the rows whose last change is
-older (replay.ResetRule), also for a generation of no rows. A start point whose records the broker has deleted
-(retention) is refused, naming the generation that still reaches the table.
+reader delivers a record of op 'g' (replay.GENERATION_STARTS, no row), and every record of that
+snapshot carries the generation's number (ChangeRecord.generation): a replica drops the rows
+whose last change is older (replay.ResetRule), also for a generation of no rows. A start point
+whose records the broker has deleted (retention) is refused, naming the generation that still
+reaches the table.
 """
 from __future__ import annotations
 
