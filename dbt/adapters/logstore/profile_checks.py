@@ -56,8 +56,9 @@ def check_profile(creds: Any, profile: Optional[str] = None, target: Optional[st
     lease = getattr(creds, "lock_lease_seconds", 600)
     if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not math.isfinite(lease) \
             or lease <= 0:
-        raise refuse("lock_lease_seconds", lease, "is not a number of seconds above 0: give "
-                     "e.g. 600")
+        shown = f"{lease:g}" if isinstance(lease, (int, float)) else repr(lease)
+        raise ProfileFieldError(f"Field lock_lease_seconds of the {where}: {shown} is not a "
+                                f"number of seconds above 0: give e.g. 600.")
     output = getattr(creds, "engine_output", "file")
     if output not in ENGINE_OUTPUTS:
         raise refuse("engine_output", output,

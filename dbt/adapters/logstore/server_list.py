@@ -15,7 +15,7 @@ def checked_servers(text: str) -> str:
     if not servers:
         raise ValueError(f"{text!r} is empty: {EXAMPLE}")
     for server in servers:
-        scheme = re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", server)
+        scheme = re.match(r"^[A-Za-z][A-Za-z0-9+._-]*://", server)
         if scheme:
             raise ValueError(
                 f"{text!r} has a scheme ({scheme.group(0)!r}): give host:port without it, e.g. "
