@@ -71,3 +71,13 @@ class CapturedLike(Exception):
 ])
 def test_spark_cause_is_its_first_line(exc, cause):
     assert spark_cause(exc) == cause
+
+
+def test_a_thrift_servers_answer_gives_its_error_message():
+    class Status:
+        errorMessage = "Error running query: [TABLE_OR_VIEW_NOT_FOUND] t\n'UnresolvedRelation [t]"
+
+    class Response:
+        status = Status()
+
+    assert spark_cause(Exception(Response())) == "Error running query: [TABLE_OR_VIEW_NOT_FOUND] t"

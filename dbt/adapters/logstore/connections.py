@@ -45,7 +45,9 @@ def session_defaults(session_dir: str, engine_log: Optional[Path] = None) -> Dic
 def spark_cause(exc: BaseException) -> str:
     """The first line of what Spark said: its error class and message, without the Java stack
     trace, the query plan or py4j's 'An error occurred while calling o42.sql.'"""
-    text = str(getattr(exc, "desc", None) or getattr(exc, "msg", None) or exc)
+    response = exc.args[0] if exc.args else None  # a Thrift Server's answer (dbt-spark's case)
+    text = str(getattr(getattr(response, "status", None), "errorMessage", None)
+               or getattr(exc, "desc", None) or getattr(exc, "msg", None) or exc)
     for line in text.splitlines():
         line = line.strip().lstrip(":").strip()
         if line and not line.startswith(("An error occurred while calling", "Runtime Error")):
@@ -95,5 +97,7 @@ class LogstoreConnectionManager(SparkConnectionManager):
             yield
         except Exception as exc:
             logger.debug(f"Error while running:\n{sql}")
-            logger.debug(str(getattr(exc, "msg", None) or exc))
+            response = exc.args[0] if exc.args else None
+            logger.debug(str(getattr(getattr(response, "status", None), "errorMessage", None)
+                             or getattr(exc, "msg", None) or exc))
             raise DbtRuntimeError(spark_cause(exc)) from None
