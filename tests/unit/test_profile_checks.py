@@ -81,3 +81,12 @@ def test_a_thrift_servers_answer_gives_its_error_message():
         status = Status()
 
     assert spark_cause(Exception(Response())) == "Error running query: [TABLE_OR_VIEW_NOT_FOUND] t"
+
+
+def test_a_python_workers_failure_gives_its_exception_line():
+    class PythonExceptionLike(Exception):
+        desc = ("\n  An exception was thrown from the Python worker. Please see the stack trace below."
+                "\nTraceback (most recent call last):\n  File \"x.py\", line 1, in f\n    boom()\n"
+                "ValueError: the partition's records were refused\n")
+
+    assert spark_cause(PythonExceptionLike()) == "ValueError: the partition's records were refused"

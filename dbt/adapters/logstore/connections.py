@@ -48,6 +48,11 @@ def spark_cause(exc: BaseException) -> str:
     response = exc.args[0] if exc.args else None  # a Thrift Server's answer (dbt-spark's case)
     text = str(getattr(getattr(response, "status", None), "errorMessage", None)
                or getattr(exc, "desc", None) or getattr(exc, "msg", None) or exc)
+    if "Traceback (most recent call last):" in text:  # a Python worker's: its exception line
+        after = text.split("Traceback (most recent call last):", 1)[1].splitlines()
+        raised = [line for line in after if line.strip() and not line[0].isspace()]
+        if raised:
+            return raised[-1].strip()
     for line in text.splitlines():
         line = line.strip().lstrip(":").strip()
         if line and not line.startswith(("An error occurred while calling", "Runtime Error")):
