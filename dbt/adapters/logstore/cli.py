@@ -146,24 +146,11 @@ def _project(args: argparse.Namespace) -> Any:
     engine_log = Path(args.project_dir) / "logs" / "dbt-logstore-engine.log"
     project = DbtProject(args.project_dir, args.profiles_dir, args.target, args.vars,
                          engine_log=engine_log)
-    _check_profile(project)
+    # every profile field, as `dbt run` and `dbt debug` check it, before the project is parsed
+    from dbt.adapters.logstore.profile_checks import check_project_profile
+
+    check_project_profile(project.project_dir, project.profiles_dir, project.target, project.vars)
     return project
-
-
-def _check_profile(project: Any) -> None:
-    """Every profile field, as `dbt run` and `dbt debug` check it when they connect, and before
-    the project is parsed (whose checks would name a model for the profile's mistake)."""
-    from dbt import flags
-    from dbt.config.runtime import RuntimeConfig
-
-    from dbt.adapters.logstore.profile_checks import check_profile
-
-    dbt_args = argparse.Namespace(project_dir=str(project.project_dir), target=project.target,
-                                  profiles_dir=project.profiles_dir, profile=None, threads=None,
-                                  vars=dict(project.vars))
-    flags.set_from_args(dbt_args, {})
-    config = RuntimeConfig.from_args(dbt_args)
-    check_profile(config.credentials, config.profile_name, config.target_name)
 
 
 def has_project(project_dir: str) -> bool:

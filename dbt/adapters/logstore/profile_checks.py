@@ -4,7 +4,7 @@ sentence naming the field and the profile, as the CLI's own arguments are checke
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -64,3 +64,20 @@ def check_profile(creds: Any, profile: Optional[str] = None, target: Optional[st
         raise refuse("engine_output", output,
                      f"is not one of {', '.join(ENGINE_OUTPUTS)}: give file (Spark's output in "
                      f"logs/dbt-logstore-engine.log) or console")
+
+
+def check_project_profile(project_dir: Any, profiles_dir: str, target: Optional[str],
+                          vars: Dict[str, Any]) -> None:
+    """The checks of a dbt project's profile as dbt reads it, before the project is parsed
+    (whose own checks would name a model for the profile's mistake): the `dbt-logstore`
+    commands'."""
+    from argparse import Namespace
+
+    from dbt import flags
+    from dbt.config.runtime import RuntimeConfig
+
+    args = Namespace(project_dir=str(project_dir), profiles_dir=profiles_dir, target=target,
+                     profile=None, threads=None, vars=dict(vars))
+    flags.set_from_args(args, {})
+    config = RuntimeConfig.from_args(args)
+    check_profile(config.credentials, config.profile_name, config.target_name)
