@@ -379,7 +379,7 @@ def test_writer_async_error_fails_next_send(fake_producer):
 def test_writer_unreachable(monkeypatch):
     class Unreachable(FakeProducer):
         def __init__(self, **config):
-            raise KafkaTimeoutError("no brokers")
+            raise KafkaTimeoutError("Unable to bootstrap from b1:9092: no brokers")  # final
 
     monkeypatch.setattr(kafka, "KafkaProducer", Unreachable)
     with pytest.raises(DbtRuntimeError) as info:
@@ -504,7 +504,7 @@ def test_prepare_concurrent_creation(fake_admin, monkeypatch):
 def test_prepare_unreachable(monkeypatch):
     class Unreachable(FakeAdmin):
         def __init__(self, **config):
-            raise KafkaTimeoutError("no brokers")
+            raise KafkaTimeoutError("Unable to bootstrap from b1:9092: no brokers")  # final
 
     monkeypatch.setattr(kafka, "KafkaAdminClient", Unreachable)
     with pytest.raises(DbtRuntimeError, match="unreachable: no broker answered"):
@@ -715,7 +715,7 @@ def test_check_refused_topic_creation(fake_admin):
 def test_check_unreachable(monkeypatch):
     class Unreachable(FakeAdmin):
         def __init__(self, **config):
-            raise KafkaTimeoutError("no brokers")
+            raise KafkaTimeoutError("Unable to bootstrap from b1:9092: no brokers")  # final
 
     monkeypatch.setattr(kafka, "KafkaAdminClient", Unreachable)
     with pytest.raises(DbtRuntimeError) as info:
@@ -1090,9 +1090,10 @@ def test_find_confirmation_waits_for_the_first_fetch_response(fake_consumer):
 
 def test_find_confirmation_closes_the_consumer_on_errors(fake_consumer):
     fake_consumer.fail_on_poll = KafkaTimeoutError("poll failed")
+    quick = make_log({"bootstrap.timeout.ms": "100", "request.timeout.ms": "100"})  # retries' window
     with pytest.raises(DbtRuntimeError, match="orders_model.*poll failed"):
-        find()
-    assert fake_consumer.instances[0].calls[-1] == "close"
+        find(quick)
+    assert all(c.calls[-1] == "close" for c in fake_consumer.instances)  # each try's consumer
 
 
 def test_find_confirmation_gives_up_after_60_seconds(fake_consumer, monkeypatch):
@@ -1115,7 +1116,7 @@ def test_find_confirmation_gives_up_after_60_seconds(fake_consumer, monkeypatch)
 def test_find_confirmation_unreachable(fake_consumer, monkeypatch):
     class Unreachable(FakeConsumer):
         def __init__(self, **config):
-            raise KafkaTimeoutError("no brokers")
+            raise KafkaTimeoutError("Unable to bootstrap from b1:9092: no brokers")  # final
 
     monkeypatch.setattr(kafka, "KafkaConsumer", Unreachable)
     with pytest.raises(DbtRuntimeError) as info:
