@@ -5,6 +5,7 @@ import os
 import socket
 
 import pytest
+from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import cli, reader
 from dbt.adapters.logstore.__version__ import version
@@ -413,6 +414,9 @@ def _failing(monkeypatch, exc):
     (reader.ReaderError("Model 'm': Kafka at 'h:1': unreachable:\n  no broker answered."), 1,
      "error: Model 'm': Kafka at 'h:1': unreachable: no broker answered."),
     (RuntimeError("boom\nagain"), 1, "error: boom again (unexpected; run with --debug for the traceback)"),
+    # dbt's errors: their own words, no class name; a read-only command changed nothing
+    (DbtRuntimeError("Model 'customers': Kafka at 'h:1': unreachable. Nothing was changed."), 1,
+     "error: Model 'customers': Kafka at 'h:1': unreachable."),
 ])
 def test_failure_is_one_line_and_its_exit_code(monkeypatch, capsys, exc, code, line):
     _failing(monkeypatch, exc)
@@ -470,3 +474,25 @@ def test_help_ends_with_two_examples(command, capsys):
     lines = capsys.readouterr().out.rstrip().splitlines()
     assert lines[-3] == "examples:"
     assert all(line.startswith(f"  dbt-logstore {command} ") for line in lines[-2:])
+
+
+def test_a_topic_is_called_a_topic(monkeypatch, capsys):
+    _failing(monkeypatch, reader.ReaderError("Model 'shop.orders': Kafka at 'h:1': unreachable."))
+    assert main(["tail", "shop.orders", "--bootstrap-servers", "h:1"]) == 1
+    assert capsys.readouterr().err == "error: Topic 'shop.orders': Kafka at 'h:1': unreachable.\n"
+
+
+def test_ctrl_c_prints_interrupted_and_exits_130(monkeypatch, capsys):
+    _failing(monkeypatch, KeyboardInterrupt())
+    assert main(["tail", "t"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_a_failure_after_ctrl_c_is_the_interrupt(monkeypatch, capsys):
+    """The JVM dies of the same Ctrl-C: the read fails with py4j's error, not the interrupt."""
+    from dbt.adapters.logstore import cli_endings
+
+    monkeypatch.setattr(cli_endings.Interrupts, "seen", True)
+    _failing(monkeypatch, RuntimeError("Py4JError: An error occurred while calling o42.sql"))
+    assert main(["tail", "t"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"

@@ -38,7 +38,7 @@ EXIT_CODES = """exit codes:
      is not logged, broker stop without the --state-dir of the broker on the port"""
 
 
-from dbt.adapters.logstore.cli_endings import Interrupts, interrupted, pipe_closed  # noqa: E402
+from dbt.adapters.logstore.cli_endings import Interrupts, children, interrupted, pipe_closed  # noqa: E402
 # the arguments, checked as they are parsed (cli_arguments.py)
 from dbt.adapters.logstore.cli_arguments import (  # noqa: E402
     _Parser, bootstrap_servers, host, port, profiles_dir, project_dir, seconds,
@@ -370,22 +370,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)  # bad arguments: one line (_Parser.error), exit code 2
-    signal.signal(signal.SIGINT, Interrupts.handle)
+    usual = signal.signal(signal.SIGINT, Interrupts.handle)
+    before = children()  # an interrupt stops only the processes this command started
     try:
         if hasattr(args, "vars"):
             args.vars = parse_vars(args.vars)
         return args.func(args)
     except KeyboardInterrupt:
-        return interrupted()
+        return interrupted(before)
     except BrokenPipeError:
         return pipe_closed()
     except Exception as exc:
         if Interrupts.seen:
-            return interrupted()
+            return interrupted(before)
         if args.debug:
             traceback.print_exc()
         print(error_line(exc, args), file=sys.stderr)
         return exit_code(exc)
+    finally:
+        signal.signal(signal.SIGINT, usual)
+        Interrupts.seen = False
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Collection, List
 
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 
@@ -24,11 +24,12 @@ class Interrupts:
         raise KeyboardInterrupt
 
 
-def interrupted() -> int:
-    """'interrupted', exit code 130; a Spark JVM this command started is stopped: pyspark
-    starts it deaf to Ctrl-C, and it would finish its start or query with our stdout held."""
+def interrupted(before: Collection[int] = ()) -> int:
+    """'interrupted', exit code 130; a Spark JVM this command started (a child process not in
+    `before`) is stopped: pyspark starts it deaf to Ctrl-C, and it would finish its start or
+    query with our stdout held."""
     print("interrupted", file=sys.stderr)
-    for child in _children():
+    for child in set(children()) - set(before):
         try:
             os.kill(child, signal.SIGTERM)
         except OSError:
@@ -36,12 +37,12 @@ def interrupted() -> int:
     return INTERRUPTED
 
 
-def _children() -> List[int]:
+def children() -> List[int]:
     """This process's child processes (Linux's /proc; elsewhere none are found)."""
     found: List[int] = []
-    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+    for listing in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
         try:
-            found += [int(pid) for pid in children.read_text().split()]
+            found += [int(pid) for pid in listing.read_text().split()]
         except (OSError, ValueError):
             continue
     return found
