@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install wheel jars postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats soak clean
+.PHONY: demo test test-cluster unit functional install wheel jars postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats bench-retraction soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -180,6 +180,14 @@ bench-diff: $(STAMP)
 # made by CREATE OR REPLACE and by MERGE, each format in a Spark session of its own (no broker).
 bench-formats: $(STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/change_feeds.py $(BENCH_ARGS)
+
+# The retraction benchmark (benchmarks/retraction.py): a keyed model's log re-based on a topic that
+# still holds its 1M keys (`log.on-lost: restart` after its table was dropped and rebuilt with 90%
+# of its rows), next to the same run on a fresh topic: run and retraction seconds, driver and JVM
+# peak memory, as ratios; writes benchmarks/results-retraction.json and .txt.
+# BENCH_ARGS=--quick for 100,000 rows, "--brokers apache" on three Apache Kafka nodes.
+bench-retraction: $(BENCH_STAMP) $(JARS_STAMP)
+	$(BIN)/python benchmarks/retraction.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) .jars site dist build sample_project/target sample_project/logs
