@@ -9,6 +9,7 @@ The dbt project is only parsed, never run (no Spark session starts): so its logg
 does not exist. The login is refused by a SASL/SCRAM Apache Kafka node of this module's own (the
 harness of test_kafka_security.py)."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dbt.adapters.logstore.__version__ import version
 from dbt.adapters.logstore.broker import free_port, port_open
@@ -93,8 +95,12 @@ def test_topic_missing(project, kafka_bootstrap_servers):
 def test_broker_unreachable():
     """The servers came from --bootstrap-servers: the line says to check that option."""
     closed = f"127.0.0.1:{free_port()}"
-    line = error_line(dbt_logstore("tail", "shop.orders", "--bootstrap-servers", closed), 1)
-    assert f"Kafka at '{closed}': unreachable: no broker answered" in line
+    result = dbt_logstore("tail", "shop.orders", "--bootstrap-servers", closed)
+    line = error_line(result, 1)
+    assert result.stdout == ""  # not even the header line before the error
+    # the topic is called a topic, not a model
+    assert line.startswith(f"error: Topic 'shop.orders': Kafka at '{closed}': unreachable: "
+                           f"no broker answered")
     assert "Check --bootstrap-servers (host and port)" in line
     assert "kafka.bootstrap.servers" not in line
     assert line.count("KafkaTimeoutError") == 1  # not 'KafkaTimeoutError: KafkaTimeoutError: ...'
@@ -105,8 +111,11 @@ def test_broker_of_the_profile_unreachable(tmp_path):
     the line names."""
     closed = f"127.0.0.1:{free_port()}"
     root = make_project(tmp_path, closed)
-    line = error_line(dbt_logstore("tail", "orders", "--project-dir", str(root)), 1)
-    assert f"Model 'orders': Kafka at '{closed}': unreachable" in line
+    result = dbt_logstore("tail", "orders", "--project-dir", str(root))
+    line = error_line(result, 1)
+    assert result.stdout == ""
+    assert line.startswith(f"error: Model 'orders': Kafka at '{closed}': unreachable")
+    assert "Nothing was changed" not in line  # tail changes nothing
     assert "Check the profile's kafka_bootstrap_servers (host and port)" in line
     assert line.count("KafkaTimeoutError") == 1
 
@@ -254,3 +263,90 @@ def test_status_while_another_process_holds_the_metastore(tmp_path, kafka_bootst
     finally:
         holder.kill()
         holder.wait()
+
+
+# every profile field, checked before anything connects, by every command (issue 44, item 2)
+
+PROFILE = "Field {field} of the profile 'faults' (target 'dev'): "
+
+
+@pytest.mark.parametrize("command, field, value, says", [
+    (["status"], "kafka_bootstrap_servers", "127.0.0.1:90x2",
+     "'127.0.0.1:90x2': the port '90x2' is not a number from 1 to 65535."),
+    (["tail", "orders"], "kafka_bootstrap_servers", "kafka://127.0.0.1:9092",
+     "'kafka://127.0.0.1:9092' has a scheme ('kafka://'): give host:port without it, e.g. "
+     "127.0.0.1:9092."),
+    (["tail", "orders"], "kafka_properties", {"lingr.ms": "5"},
+     "unknown Kafka client property 'lingr.ms': kafka-python has no such property. Did you "
+     "mean 'linger.ms'?"),
+    (["status"], "engine_output", "both",
+     "'both' is not one of file, console: give file (Spark's output in "
+     "logs/dbt-logstore-engine.log) or console."),
+])
+def test_a_bad_profile_field(tmp_path, command, field, value, says):
+    servers = value if field == "kafka_bootstrap_servers" else "127.0.0.1:9092"
+    root = make_project(tmp_path, servers)
+    if field not in ("kafka_bootstrap_servers",):
+        profiles = yaml.safe_load((root / "profiles.yml").read_text())
+        profiles["faults"]["outputs"]["dev"][field] = value
+        (root / "profiles.yml").write_text(yaml.safe_dump(profiles))
+    result = dbt_logstore(*command, "--project-dir", str(root))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"error: {PROFILE.format(field=field)}{says}\n"
+
+
+def dbt(*args: str, root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(CLI).parent / "dbt"), *args, "--no-use-colors",
+                           "--project-dir", str(root), "--profiles-dir", str(root)],
+                          capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**os.environ, "DO_NOT_TRACK": "1"})
+
+
+def test_dbt_run_and_debug_check_the_profile_before_spark(tmp_path):
+    """The same sentence from `dbt run` (was: 'invalid literal for int()' 40 s later, once
+    Spark had started) and `dbt debug`."""
+    root = make_project(tmp_path, "127.0.0.1:90x2")
+    sentence = (PROFILE.format(field="kafka_bootstrap_servers")
+                + "'127.0.0.1:90x2': the port '90x2' is not a number from 1 to 65535.")
+    run = dbt("run", root=root)
+    assert run.returncode == 2 and run.stderr == ""
+    assert masked_tail(run.stdout, 3) == ["Encountered an error:", "Runtime Error", f"  {sentence}"]
+    assert not (root / "logs" / "dbt-logstore-engine.log").exists()  # no Spark started
+    debug = dbt("debug", root=root)
+    assert debug.returncode == 1 and debug.stderr == ""
+    assert f"  >Runtime Error\n  {sentence}\n" in debug.stdout
+
+
+def masked_tail(output: str, count: int) -> list:
+    """The last `count` lines of dbt's console, without their timestamps."""
+    return [re.sub(r"^\d\d:\d\d:\d\d  ", "", line) for line in output.splitlines()[-count:]]
+
+
+# unknown config keys: where each was set (issue 44, item 3)
+
+TYPOS = {
+    "a": "{{ config(materialized='table', log_system='kafka', "
+         "**{'kafka.propertes.acks': 'all'}) }} select 1 as id",
+    "b": "{{ config(materialized='table', log_system='kafka') }} select 1 as id",
+    "c": "{{ config(materialized='table', log_system='kafka') }} select 1 as id",
+}
+
+
+def test_a_typo_is_named_with_the_place_it_was_set(tmp_path):
+    write_project(tmp_path, "typos", "127.0.0.1:9092", None, models=TYPOS,
+                  project={"models": {"faults": {"c": {"+log.consistensy": "eventual"}}}})
+    (tmp_path / "models" / "schema.yml").write_text(
+        "version: 2\nmodels:\n  - name: b\n    config:\n      kafka_topc: x\n")
+    parse = dbt("parse", root=tmp_path)
+    assert parse.returncode == 2 and parse.stderr == ""
+    assert masked_tail(parse.stdout, 6) == [
+        "Encountered an error:",
+        "Runtime Error",
+        "  3 models have an invalid log configuration:",
+        "  - Model 'a': unknown config key 'kafka.propertes.acks' (config() in models/a.sql, and "
+        "kafka-python has no property 'propertes.acks'). Did you mean 'kafka.acks'?",
+        "  - Model 'b': unknown config key 'kafka_topc' (models/schema.yml). Did you mean "
+        "'kafka_topic'?",
+        "  - Model 'c': unknown config key 'log.consistensy' (dbt_project.yml). Did you mean "
+        "'log.consistency'?",
+    ]
