@@ -102,6 +102,7 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_faults_concurrency",  # ~420 s (2026-11-26 afternoon: a third frozen-owner case)
     "test_schema_changes",  # ~405 s
     "test_options",  # ~330 s
+    "test_rebase_readers",  # ~330 s alone on a busy machine (2026-11-28; 730 s under load 20)
     "test_contract",  # ~310 s
     "test_install",  # ~90 s alone, ~315 s in the full run of 2026-11-27 04:44: make wheel, a fresh venv, dbt debug and run
     "test_peer_flink",  # ~300 s
@@ -112,6 +113,7 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_apache_kafka",  # ~200 s
     "test_log_life",  # ~200 s alone (its own one-node cluster)
     "test_faults_parallel",  # ~200 s
+    "test_faults_generations",  # one round: six dbt processes, each a Spark JVM (estimate, 2026-11-28)
     "test_faults_late",  # ~190 s
     "test_microbatch",  # ~190 s
     "test_faults_early",  # ~170 s
