@@ -130,6 +130,8 @@ test-cluster: $(STAMP) $(JARS_STAMP)
 # SOAK_TESTS=tests/functional/test_standalone_cluster.py: executor and dbt kills on the standalone cluster.
 # SOAK_TESTS="tests/functional/test_faults_random_iceberg.py tests/functional/test_faults_random_delta.py":
 # the same on Iceberg and on Delta.
+# SOAK_TESTS=tests/functional/test_faults_generations.py: kills while a generation is written
+# (a restart after a lost log, logstore_resnapshot).
 ROUNDS ?= 50
 SOAK_TESTS ?= tests/functional/test_faults_random.py
 soak: $(STAMP) $(JARS_STAMP)
