@@ -38,7 +38,9 @@ EXIT_CODES = """exit codes:
      is not logged, broker stop without the --state-dir of the broker on the port"""
 
 
-from dbt.adapters.logstore.cli_endings import Interrupts, children, interrupted, pipe_closed  # noqa: E402
+from dbt.adapters.logstore.cli_endings import (  # noqa: E402
+    Interrupts, children, interrupted, pipe_closed,
+)
 # the arguments, checked as they are parsed (cli_arguments.py)
 from dbt.adapters.logstore.cli_arguments import (  # noqa: E402
     _Parser, bootstrap_servers, host, port, profiles_dir, project_dir, seconds,

@@ -67,7 +67,8 @@ class LogstoreConnectionManager(SparkConnectionManager):
         super().__init__(profile, mp_context)
         creds = profile.credentials
         # the profile's checks name it (profile_checks.py)
-        self.profile_name = (getattr(profile, "profile_name", None), getattr(profile, "target_name", None))
+        self.profile_name = (getattr(profile, "profile_name", None),
+                             getattr(profile, "target_name", None))
         self.engine_log: Optional[Path] = None
         if creds.method == SparkConnectionMethod.SESSION:
             if not creds.session_dir:
