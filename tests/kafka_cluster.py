@@ -175,9 +175,13 @@ class KafkaCluster:
             subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                                       "-c", str(config), "--ignore-formatted", *scram),
                            check=True, capture_output=True, text=True, timeout=120)
-        for node in self._nodes:
-            self._launch(node)
-        self.wait_until_ready(timeout_seconds)
+        try:
+            for node in self._nodes:
+                self._launch(node)
+            self.wait_until_ready(timeout_seconds)
+        except BaseException:  # __exit__ is not called when __enter__ fails: no JVM left behind
+            self.stop()
+            raise
         return self
 
     def _launch(self, node: Node) -> None:
