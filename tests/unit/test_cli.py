@@ -325,6 +325,18 @@ def test_tail_table(fake_changelog, capsys):
     assert lines[2].endswith('{"x": 2} -> -')
 
 
+def test_tail_marks_a_generations_start(fake_changelog, capsys, monkeypatch):
+    from dbt.adapters.logstore.replay import generation_starts
+
+    marked = [generation_starts(5, 2), ChangeRecord(0, 9, {"id": 1}, "r", None, {"id": 1}, 12, 5, 2)]
+    monkeypatch.setattr(reader, "read_changelog", lambda *a, **k: iter(marked))
+    assert main(["tail", "t", "--bootstrap-servers", f"{DEFAULT_HOST}:{DEFAULT_PORT}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:4] == ["5", "-1", "-1", "g"]
+    assert lines[1].endswith("generation 2 starts: rows changed before it are superseded")
+    assert lines[2].split()[:4] == ["5", "0", "9", "r"]  # a snapshot read, as on the wire
+
+
 @pytest.mark.parametrize("start", ["snapshot", "snapshot:x", "yesterday", "timestamp:soon"])
 def test_tail_bad_start_point_is_a_clear_error(fake_changelog, capsys, start):
     assert main(["tail", "t", "--from", start]) == 2

@@ -38,13 +38,12 @@ EXIT_CODES = """exit codes:
      is not logged, broker stop without the --state-dir of the broker on the port"""
 
 
-from dbt.adapters.logstore.cli_endings import (  # noqa: E402
-    Interrupts, children, interrupted, pipe_closed,
-)
+from dbt.adapters.logstore.cli_endings import Interrupts, children, interrupted, pipe_closed  # noqa: E402
 # the arguments, checked as they are parsed (cli_arguments.py)
 from dbt.adapters.logstore.cli_arguments import (  # noqa: E402
     _Parser, bootstrap_servers, host, port, profiles_dir, project_dir, seconds,
 )
+from dbt.adapters.logstore.replay import GENERATION_STARTS  # noqa: E402
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -224,9 +223,10 @@ def _tail(args: argparse.Namespace) -> int:
                                   "before": r.before, "after": r.after},
                                  ensure_ascii=False, default=str), flush=True)
             else:
-                print(f"{r.snapshot:>4} {r.partition:>4} {r.offset:>6}  {r.op:<2}  "
-                      f"{_format_image(r.key)}  {_format_image(r.before)} -> "
-                      f"{_format_image(r.after)}", flush=True)
+                what = (f"generation {r.generation} starts: rows changed before it are superseded"
+                        if r.op == GENERATION_STARTS else f"{_format_image(r.key)}  "
+                        f"{_format_image(r.before)} -> {_format_image(r.after)}")
+                print(f"{r.snapshot:>4} {r.partition:>4} {r.offset:>6}  {r.op:<2}  {what}", flush=True)
     except KeyboardInterrupt:  # --follow ends with Ctrl-C, once its changes are printing
         if not args.follow:
             raise
@@ -323,7 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "op: c created, u updated, d deleted, r a row of a complete copy of the\n"
                     "table: a generation's rows, as the log carries them, or with --from\n"
                     "latest-full the table's own rows, read from the table (so part and\n"
-                    "offset -1), before the log's changes after that snapshot.\n\n"
+                    "offset -1), before the log's changes after that snapshot; g a generation\n"
+                    "starts (the log re-based on its table): the rows before it are superseded.\n\n"
                     "exit codes: 0 done; 1 failed (the broker unreachable, a login refused, the\n"
                     "topic missing); 2 bad arguments or --vars, no dbt project, a model that is\n"
                     "not logged",
