@@ -31,6 +31,9 @@ from dbt.adapters.logstore.source_changes import insert_batches_sql
 HeldRow = Tuple[str, Optional[str], int, int]  # key, row (None: deleted), partition, offset
 Range = Tuple[int, int, int]  # partition, first offset, end offset
 THRIFT_BATCH = 2000  # rows per INSERT behind a Thrift Server
+# Offsets one Spark task reads: a partition's range in pieces, so every core reads (the latest
+# record per key is chosen by partition and offset afterwards, whoever read it).
+TASK_OFFSETS = 200_000
 
 
 def needed(log: LogConfig, start: Optional[GenerationStart]) -> bool:
@@ -85,7 +88,9 @@ def _land(catalog: Catalog, handle: Any, reader: LogReader, chosen: List[Range],
 
         schema = StructType([StructField("key", StringType()), StructField("row", StringType()),
                              StructField("part", LongType()), StructField("off", LongType())])
-        rdd = spark.sparkContext.parallelize(chosen, len(chosen)).mapPartitions(
+        pieces = [(p, a, min(a + TASK_OFFSETS, end)) for p, first, end in chosen
+                  for a in range(first, end, TASK_OFFSETS)]
+        rdd = spark.sparkContext.parallelize(pieces, len(pieces)).mapPartitions(
             lambda mine: held_rows(reader, mine))
         spark.createDataFrame(rdd, schema).write.insertInto(held_relation)
         return

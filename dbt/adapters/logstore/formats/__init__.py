@@ -15,12 +15,14 @@ model's name) where a combination cannot be written, and log_config names the mo
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.formats import connect_schema, debezium_json, debezium_transactions, json_rows
 from dbt.adapters.logstore.formats.base import (  # the interface, for the package's users
     OP_DELETE, OP_INSERT, OP_READ, OP_UPDATE, OPS, Decoded, FormatOption, FormatRefusal,
-    RecordEncoder, RecordFormat, TableShape, decode_json, field_text, is_tombstone_after_delete,
+    RecordEncoder, RecordFormat, TableShape, decode_json, field_text, field_texts,
+    is_tombstone_after_delete,
 )
 from dbt.adapters.logstore.json_images import JsonImages
 
@@ -85,23 +87,28 @@ def held_after(key: Optional[bytes], value: Optional[bytes]) -> Tuple[Optional[s
     """What a plain upsert reader (latest record per key) holds for a record's key once it has
     read the record: (the key's JSON text, the row's JSON text, or None where the record deletes
     the key), both as written, out of Kafka Connect's envelope. (None, None) for a keyless record.
-    A re-base retracts the keys that hold a row the table no longer has (retraction.py)."""
+    A re-base retracts the keys that hold a row the table no longer has (retraction.py). One pass
+    over each text, no value decoded but the op: it runs once per record of a topic."""
     if key is None:
         return None, None
     key_text = _payload_text(key.decode())
     if value is None:
         return key_text, None
     text = _payload_text(value.decode())
-    envelope = debezium_json.FORMAT.decode_value(None, decode_json(text.encode()))
-    if envelope is None:
+    fields = field_texts(text)
+    if fields is None or not debezium_json.is_envelope(fields):
         return key_text, text  # a bare row (json): the row itself
-    return key_text, (None if envelope.op == OP_DELETE else field_text(text, "after"))
+    return key_text, (None if json.loads(fields["op"]) == OP_DELETE else fields["after"])
 
 
 def _payload_text(text: str) -> str:
     """A key's or value's JSON text, out of Kafka Connect's envelope where it has one."""
-    decoded = decode_json(text.encode())
-    return field_text(text, "payload") or text if connect_schema.unwrap(decoded) is not decoded else text
+    if not text.lstrip().startswith('{"schema"'):
+        return text
+    fields = field_texts(text)
+    if fields is None or set(fields) != {"schema", "payload"}:
+        return text
+    return fields["payload"] if connect_schema.unwrap(decode_json(text.encode())) is not None else text
 
 
 def decode_record(msg: Any, snapshot: int) -> "ChangeRecord":

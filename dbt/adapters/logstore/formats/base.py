@@ -142,9 +142,9 @@ _DECODER = json.JSONDecoder()
 _SPACE = " \t\n\r"
 
 
-def field_text(text: str, name: str) -> Optional[str]:
-    """The JSON text of the top-level field `name` of the JSON object `text`, exactly as written
-    (its digits and escapes untouched), or None when it has no such field."""
+def field_texts(text: str) -> Optional[Dict[str, str]]:
+    """The top-level fields of the JSON object `text`, each as its JSON text exactly as written
+    (digits and escapes untouched), in one pass; None when `text` is no JSON object."""
     def skip(i: int) -> int:
         while i < len(text) and text[i] in _SPACE:
             i += 1
@@ -153,16 +153,21 @@ def field_text(text: str, name: str) -> Optional[str]:
     i = skip(0)
     if text[i:i + 1] != "{":
         return None
+    fields: Dict[str, str] = {}
     i = skip(i + 1)
     while i < len(text) and text[i] != "}":
-        field, i = _DECODER.raw_decode(text, i)
+        name, i = _DECODER.raw_decode(text, i)
         i = skip(skip(i) + 1)  # past the colon
         _, end = _DECODER.raw_decode(text, i)
-        if field == name:
-            return text[i:end]
+        fields[name] = text[i:end]
         i = skip(end)
         i = skip(i + 1) if text[i:i + 1] == "," else i
-    return None
+    return fields
+
+
+def field_text(text: str, name: str) -> Optional[str]:
+    """The JSON text of the top-level field `name` of the JSON object `text`, as written."""
+    return (field_texts(text) or {}).get(name)
 
 
 def is_tombstone_after_delete(headers: Any) -> bool:

@@ -32,6 +32,12 @@ ENVELOPE_FIELDS = frozenset({"before", "after", "op", "ts_ms", "source"})
 OPTIONAL_FIELDS = frozenset({"transaction"})
 
 
+def is_envelope(fields: Any) -> bool:
+    """Whether a value with these top-level fields is a change event written here."""
+    names = set(fields)
+    return ENVELOPE_FIELDS <= names and names <= ENVELOPE_FIELDS | OPTIONAL_FIELDS
+
+
 @dataclass(frozen=True)
 class EnvelopeWriter:
     """Builds record values for one commit; the shared parts are encoded once per commit."""
@@ -114,8 +120,7 @@ class DebeziumJson(RecordFormat):
                                upsert=upsert, keyed=bool(shape.unique_key))
 
     def decode_value(self, key: Any, value: Any) -> Optional[Decoded]:
-        if not (isinstance(value, dict) and ENVELOPE_FIELDS <= set(value)
-                and set(value) <= ENVELOPE_FIELDS | OPTIONAL_FIELDS):
+        if not (isinstance(value, dict) and is_envelope(value)):
             return None
         op = value["op"]  # a snapshot read ('r') stays one: readers apply it as an insert
         if op not in (*OPS, OP_READ):
