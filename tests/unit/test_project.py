@@ -3,7 +3,8 @@ metastore held by another process, and the engine's output kept off the terminal
 import subprocess
 import sys
 
-from dbt.adapters.logstore.project import _stderr_to, metastore_in_use
+from dbt.adapters.logstore.engine_output import stderr_to
+from dbt.adapters.logstore.project import metastore_in_use
 
 HOLD = """
 import fcntl, sys, time
@@ -16,7 +17,7 @@ time.sleep(30)
 
 def test_a_metastore_booted_by_another_process_is_found(tmp_path, monkeypatch):
     # (in a test process whose own Spark may hold a metastore, as the CLI's never does)
-    monkeypatch.setattr("dbt.adapters.logstore.project._own_spark_running", lambda: False)
+    monkeypatch.setattr("dbt.adapters.logstore.project.spark_running", lambda: False)
     database = tmp_path / "metastore_db"
     database.mkdir()
     lock = database / "dbex.lck"
@@ -35,7 +36,7 @@ def test_a_metastore_booted_by_another_process_is_found(tmp_path, monkeypatch):
 
 def test_what_a_child_process_prints_on_stderr_goes_to_the_engine_log(tmp_path, capfd):
     log = tmp_path / "logs" / "engine.log"
-    with _stderr_to(log):
+    with stderr_to(log):
         subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('jvm noise\\n')"], check=True)
     subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('after\\n')"], check=True)
     assert log.read_text() == "jvm noise\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from argparse import Namespace
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore import log_snapshots, table_formats
 from dbt.adapters.logstore.catalog import parse_properties
+from dbt.adapters.logstore.engine_output import spark_running, stderr_to
 from dbt.adapters.logstore.log_address import servers_setting_of, with_servers_setting
 from dbt.adapters.logstore.log_config import LogConfig, node_config
 from dbt.adapters.logstore.log_continuation import continue_stored_shape
@@ -32,40 +32,12 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-@contextmanager
-def _stderr_to(path: Optional[Path]) -> Iterator[None]:
-    """The process's standard error (file descriptor 2) into `path` meanwhile: a Spark JVM
-    started meanwhile inherits it, so its log, Derby's and pyspark's go there for good."""
-    if path is None:
-        yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved, target = os.dup(2), os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(target, 2)
-    os.close(target)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _own_spark_running() -> bool:
-    try:
-        from pyspark import SparkContext
-    except ImportError:
-        return False
-    return SparkContext._active_spark_context is not None
-
-
 def metastore_in_use(session_dir: Optional[str]) -> Optional[str]:
     """The session method's Derby metastore directory when another process has booted it
     (Derby holds an exclusive lock on its dbex.lck while booted), else None."""
     import fcntl
 
-    if not session_dir or _own_spark_running():
+    if not session_dir or spark_running():
         return None  # this process's own Spark holds it, if anyone does
     database = Path(session_dir) / "metastore_db"
     lock = database / "dbex.lck"
@@ -195,7 +167,7 @@ class DbtProject:
                     f"this project?): the session method's Derby metastore admits one process at "
                     f"a time, so the tables cannot be read now. Run this again when that process "
                     f"has finished.")
-        with _stderr_to(self.engine_log), self.adapter.connection_named("dbt-logstore"):
+        with stderr_to(self.engine_log), self.adapter.connection_named("dbt-logstore"):
             yield self.adapter
 
     def _relation(self, relation: str) -> Any:
