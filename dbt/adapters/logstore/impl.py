@@ -272,9 +272,8 @@ class LogstoreAdapter(SparkAdapter):
     # --- before the table changes --------------------------------------------------------
 
     def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str:
-        """Refuse a partitioned logged model on Spark's in-memory catalog (a session somebody
-        else started in the process: dbt-spark's has Hive's), which keeps a renamed table's old
-        partition paths, so the staged table renamed in would read empty."""
+        """Refuse a partitioned logged model on Spark's in-memory catalog (not dbt-spark's): it
+        keeps a renamed table's old partition paths, so the staged table renamed in reads empty."""
         spark = active_spark(self.connections.get_thread_connection().handle)
         if spark is not None and partition_by:
             catalog = spark.conf.get("spark.sql.catalogImplementation", "hive")
