@@ -195,13 +195,13 @@ class TestTyposFailAtParseWithASuggestion:
     def test_parse(self, project):
         out = failure_text(["parse"])
         assert "4 models have an invalid log configuration" in out, out[-2000:]
-        assert ("Model 'underscored': unknown config key 'kafka_topc' (model config). "
+        assert ("Model 'underscored': unknown config key 'kafka_topc' (config() in models/underscored.sql). "
                 "Did you mean 'kafka_topic'?") in out
-        assert ("Model 'dotted': unknown config key 'kafka.topik' (model config, and kafka-python "
+        assert ("Model 'dotted': unknown config key 'kafka.topik' (config() in models/dotted.sql, and kafka-python "
                 "has no property 'topik'). Did you mean 'kafka.topic'?") in out
-        assert ("Model 'amoro': unknown config key 'properties.lingr.ms' (model config, and "
+        assert ("Model 'amoro': unknown config key 'properties.lingr.ms' (config() in models/amoro.sql, and "
                 "kafka-python has no property 'lingr.ms'). Did you mean 'properties.linger.ms'?") in out
-        assert ("Model 'option': unknown config key 'log.consistancy' (model config). "
+        assert ("Model 'option': unknown config key 'log.consistancy' (config() in models/option.sql). "
                 "Did you mean 'log.consistency'?") in out
         assert "Allowed under" not in out and "log.system.partitions" not in out  # no list
         assert "Model 'fine'" not in out and "kafka_properties" not in out
