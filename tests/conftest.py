@@ -97,6 +97,7 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_table_formats",  # ~870 s: Delta ~520, Iceberg ~340
     "test_standalone_cluster",  # ~1,210 s in the full run of 2026-11-27 04:44 (four tests then, two now)
     "test_faults_random_delta",  # ~660 s
+    "test_faults_generations",  # ~560 s in the full run of 2026-11-28 (one round: six dbt processes)
     "test_node_restarts",  # ~640 s alone under load 10-20 (2026-11-28): its own 3-node cluster
     "test_faults_random_iceberg",  # ~500 s
     "test_faults_random",  # ~440 s
@@ -114,7 +115,6 @@ LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-
     "test_apache_kafka",  # ~200 s
     "test_log_life",  # ~200 s alone (its own one-node cluster)
     "test_faults_parallel",  # ~200 s
-    "test_faults_generations",  # one round: six dbt processes, each a Spark JVM (estimate, 2026-11-28)
     "test_faults_late",  # ~190 s
     "test_microbatch",  # ~190 s
     "test_faults_early",  # ~170 s
