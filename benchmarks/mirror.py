@@ -344,10 +344,11 @@ def write_project(root: Path) -> Path:
     return project
 
 
-def run_child(spec: Dict[str, Any], logs: Path) -> Dict[str, Any]:
+def run_child(spec: Dict[str, Any], logs: Path, script: str = __file__) -> Dict[str, Any]:
+    """`script --child SPEC` in a process of its own (its own Spark session): its RESULT line."""
     log_file = logs / f"{spec['name']}.log"
     with open(log_file, "w") as log:
-        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+        done = subprocess.run([sys.executable, script, "--child", json.dumps(spec)],
                               stdout=subprocess.PIPE, stderr=log, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:

@@ -40,7 +40,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -143,16 +142,7 @@ def child_main(spec: Dict[str, Any]) -> None:
 
 
 def run_child(spec: Dict[str, Any], logs: Path) -> Dict[str, Any]:
-    """mirror.py's run_child, for this file's children."""
-    log_file = logs / f"{spec['name']}.log"
-    with open(log_file, "w") as log:
-        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                              stdout=subprocess.PIPE, stderr=log, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        tail = "\n".join((done.stdout + log_file.read_text()).splitlines()[-30:])
-        raise bench.ConfigurationFailed(f"step {spec['name']} failed (exit {done.returncode}):\n{tail}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return bench.run_child(spec, logs, script=__file__)
 
 
 # --- the parent -------------------------------------------------------------------------------
