@@ -17,7 +17,7 @@ two ways:
 
 and the change from A to B is materialized, as a parquet table, each of these ways:
 
-- logstore diff: the change set this project logs (dbt/adapters/logstore/changes.py, typed
+- logstore diff: the change set this project logs (dbt/adapters/logstore/changes/diff.py, typed
                  rows and repeated keys marked), as a keyed rebuild computes it: the new rows,
                  staged as parquet (the replace's source), against the table's version A;
 - delta CDF:     spark.read.format("delta").option("readChangeFeed", "true") over version B;
@@ -55,7 +55,8 @@ from typing import Any, Callable, Dict, List
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dbt.adapters.logstore import changes, row_source  # noqa: E402
+from dbt.adapters.logstore.changes import diff as changes
+from dbt.adapters.logstore.spark import row_source  # noqa: E402
 from dbt.adapters.logstore.connections import session_defaults  # noqa: E402
 from tests.table_formats import FORMATS, SESSION_SETTINGS, put_jars_on_class_path  # noqa: E402
 

@@ -167,7 +167,7 @@ def peaks(spec: Dict[str, Any]) -> Dict[str, Optional[float]]:
 
 def log_config(topic: str, servers: str, partitions: int = 1) -> Any:
     """The benchmark model's log (keyed on id, upsert), as benchmarks/mirror.py's raw producer has it."""
-    from dbt.adapters.logstore.log_config import LogConfig
+    from dbt.adapters.logstore.config.log_config import LogConfig
 
     return LogConfig(model="bench_table", system="kafka", topic=topic, unique_key=("id",),
                      bootstrap_servers=servers, changelog_mode="upsert", partitions=partitions)
@@ -176,7 +176,7 @@ def log_config(topic: str, servers: str, partitions: int = 1) -> Any:
 def first_build_attempt(log: Any) -> Any:
     """An attempt as the mirror makes one for a table's first build (it starts the log's first
     generation): the same encoder and the same headers."""
-    from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
+    from dbt.adapters.logstore.commit.snapshots import Attempt, Snapshot, TableRef
 
     return Attempt.new(log, TableRef("bench", "bench_table"), Snapshot(), "bench-changeset",
                        snapshot_read=True, generation=1, starts_generation=True)
@@ -194,7 +194,7 @@ def kafka_records_sql(attempt: Any, changes: str, topic: Optional[str] = None) -
 def change_table_sql(source: str) -> str:
     """The change set of a keyed table's first build from `source`, shaped as the mirror's
     __logstore_changes relation (changes.CHANGE_COLUMNS: every row an insert)."""
-    from dbt.adapters.logstore import changes
+    from dbt.adapters.logstore.changes import diff as changes
 
     columns = ["id", "name", "amount", "day", "note"]
     types = ["bigint", "string", "decimal(12,2)", "date", "string"]
@@ -238,7 +238,7 @@ def confirmed_by(servers: str, topic: str) -> Optional[List[str]]:
     """The writers the log's last confirmation names (its control record's "writers": Spark's
     writer confirms as `spark-kafka.<try>`); [] for a confirmation of a single writer (the
     cursor, or the session's driver); None when none could be read."""
-    from dbt.adapters.logstore.log_config import control_topic_for
+    from dbt.adapters.logstore.config.log_config import control_topic_for
 
     last = None
     for message in _read_topic(servers, control_topic_for(topic)):
@@ -283,7 +283,7 @@ def child_spark(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Spark's own Kafka writer, from pyspark on the cluster: DataFrame.write.format("kafka")."""
     from pyspark.sql import SparkSession
 
-    from dbt.adapters.logstore.log_system import get_log_system
+    from dbt.adapters.logstore.log.log_system import get_log_system
 
     warehouse = Path(spec["session_dir"]) / "warehouse"
     spark = (SparkSession.builder.master(spec["master"]).appName("bench-spark-kafka-writer")
@@ -306,7 +306,7 @@ def child_spark(spec: Dict[str, Any]) -> Dict[str, Any]:
     busy = bench.BusyClock()
     busy.start()
     started = time.perf_counter()
-    from dbt.adapters.logstore.kafka.spark_writer import PRODUCER_OPTIONS
+    from dbt.adapters.logstore.log.kafka.spark_writer import PRODUCER_OPTIONS
 
     writer = frame.write.format("kafka").option("kafka.bootstrap.servers", spec["servers"])
     for key, value in PRODUCER_OPTIONS.items():  # the producer settings the mirror gives Spark's writer
@@ -322,7 +322,7 @@ def child_spark_sql(spec: Dict[str, Any]) -> Dict[str, Any]:
     """Spark's own Kafka writer from SQL over the Thrift Server: INSERT INTO a USING kafka table."""
     from pyhive import hive
 
-    from dbt.adapters.logstore.log_system import get_log_system
+    from dbt.adapters.logstore.log.log_system import get_log_system
 
     topic, servers = spec["topic"], spec["servers"]
     log = log_config(topic, servers, partitions=CORES)
@@ -340,7 +340,7 @@ def child_spark_sql(spec: Dict[str, Any]) -> Dict[str, Any]:
                 f"CREATE TABLE {db}.k_out USING kafka OPTIONS ('kafka.bootstrap.servers' '{servers}', "
                 f"'topic' '{topic}', 'subscribe' '{topic}')"):
         cursor.execute(sql)
-    from dbt.adapters.logstore.kafka.spark_writer import PRODUCER_OPTIONS
+    from dbt.adapters.logstore.log.kafka.spark_writer import PRODUCER_OPTIONS
 
     options = "".join(f", 'kafka.{k}' = '{v}'" for k, v in PRODUCER_OPTIONS.items())
     insert = (f"INSERT INTO {db}.k_out WITH ('kafka.bootstrap.servers' = '{servers}'{options}) "
@@ -418,7 +418,7 @@ def warm_up(server: Any, servers: str) -> None:
     warm: one small write through Spark's Kafka writer first, so that neither Thrift
     configuration pays the first one (about 4 s here) and the order of configurations does not
     decide the ratios."""
-    from dbt.adapters.logstore.kafka.spark_writer import PRODUCER_OPTIONS
+    from dbt.adapters.logstore.log.kafka.spark_writer import PRODUCER_OPTIONS
 
     options = "".join(f", 'kafka.{k}' = '{v}'" for k, v in PRODUCER_OPTIONS.items())
     conn = server.connect()  # one session: the SET holds for its statements

@@ -5,7 +5,7 @@
 One local Spark session builds a new and an old table (`--rows` rows, 1% of them changed, the
 shape of benchmarks/mirror.py's model; the new one first, in the cold JVM, timed: the CTAS that
 is the whole no-log run's work and the logged run's staging) and then times, alternately, the
-two ways dbt/adapters/logstore/changes.py computes a keyed rebuild's change set:
+two ways dbt/adapters/logstore/changes/diff.py computes a keyed rebuild's change set:
 
 - json:  rows compared by their JSON images, keys checked for repeats by a group-by of their own
          (the way every keyed diff ran before 2026-11-22; still the way for changed columns or
@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbt.adapters.logstore import changes  # noqa: E402
+from dbt.adapters.logstore.changes import diff as changes  # noqa: E402
 
 ROWS = """select id, concat('customer-', cast(id as string)) as name,
        cast(id * 1.5 as decimal(12, 2)) as amount,

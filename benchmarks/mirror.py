@@ -136,7 +136,7 @@ def jvm_peak_rss_mb() -> Optional[float]:
 
 def bench_log(topic: str, servers: str) -> Any:
     """The log of the benchmark's model, as the raw producer and the Spark-side read render it."""
-    from dbt.adapters.logstore.log_config import LogConfig
+    from dbt.adapters.logstore.config.log_config import LogConfig
 
     return LogConfig(model="raw", system="kafka", topic=topic, unique_key=("id",),
                      bootstrap_servers=servers, changelog_mode="upsert")
@@ -144,9 +144,9 @@ def bench_log(topic: str, servers: str) -> Any:
 
 def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
     """The client alone: one transactional producer, the pre-encoded records of the mirror."""
-    from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
-    from dbt.adapters.logstore.log_config import LogConfig
-    from dbt.adapters.logstore.log_system import get_log_system
+    from dbt.adapters.logstore.commit.snapshots import Attempt, Snapshot, TableRef
+    from dbt.adapters.logstore.config.log_config import LogConfig
+    from dbt.adapters.logstore.log.log_system import get_log_system
 
     rows, topic = spec["rows"], spec["topic"]
     log = bench_log(topic, spec["servers"])
@@ -176,7 +176,7 @@ def child_raw(spec: Dict[str, Any]) -> Dict[str, Any]:
     else:
         from kafka import KafkaProducer
 
-        from dbt.adapters.logstore.kafka.config import PRODUCER_DEFAULTS, client_config
+        from dbt.adapters.logstore.log.kafka.config import PRODUCER_DEFAULTS, client_config
 
         config = client_config(LogConfig(model="raw", bootstrap_servers=spec["servers"]), PRODUCER_DEFAULTS)
         producer = KafkaProducer(enable_idempotence=True, transactional_id=f"raw-{topic}", **config)
@@ -256,9 +256,9 @@ def fetch_rate(log: Any) -> Tuple[float, float]:
     source, without sending them anywhere; and the machine's CPU seconds per record for it."""
     from pyspark.sql import SparkSession
 
-    from dbt.adapters.logstore import changes
-    from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
-    from dbt.adapters.logstore.row_source import iter_column_batches, table_options
+    from dbt.adapters.logstore.changes import diff as changes
+    from dbt.adapters.logstore.commit.snapshots import Attempt, Snapshot, TableRef
+    from dbt.adapters.logstore.spark.row_source import iter_column_batches, table_options
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     spark = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
@@ -666,7 +666,7 @@ def start_broker(name: str, given: Optional[str], directory: Path) -> Tuple[Any,
     if name == "given":
         return None, str(given)
     if name == "embedded":
-        from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
+        from dbt.adapters.logstore.cli.broker import EmbeddedBroker, free_port
 
         broker = EmbeddedBroker(port=free_port(), state_dir=directory)
         broker.start()

@@ -15,7 +15,7 @@ start_broker), writes a throw-away dbt project with one keyed table model (uniqu
             `dbt run` with the first 90% of the rows (`--keep-share`): the run finds the table
             rebuilt while the topic kept its log and, with `log.on-lost: restart`, starts
             generation 2, whose change set also deletes the 10% of keys the topic still holds
-            (dbt/adapters/logstore/retraction.py: Spark tasks read the topic's records up to the
+            (dbt/adapters/logstore/changes/retraction.py: Spark tasks read the topic's records up to the
             generation's start, one anti join adds the deletes);
 - fresh:    the same run (the same rows, a table built from nothing, its log's first snapshot)
             on a topic of its own that holds nothing: no records to read, nothing to retract.

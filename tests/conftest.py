@@ -24,7 +24,7 @@ put_jars_on_class_path()
 def embedded_broker():
     """The embedded development broker (tansu, memory storage) on a free port for this test
     session: the cheaper broker, for tests that are not about the broker."""
-    from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
+    from dbt.adapters.logstore.cli.broker import EmbeddedBroker, free_port
 
     with tempfile.TemporaryDirectory(prefix="logstore-broker-") as state_dir:
         broker = EmbeddedBroker(port=free_port(), state_dir=Path(state_dir))

@@ -1,10 +1,10 @@
 """MkDocs hook: renders the configuration reference into the Configuration page at build time.
 
 The page (docs/configuration.md) holds markers such as `<!-- reference: model-options -->`;
-dbt/adapters/logstore/config_reference.py replaces each with its table, from the options'
+dbt/adapters/logstore/config/reference.py replaces each with its table, from the options'
 vocabulary (log_options.py, the formats' own options) and the profile fields (credentials.py).
 """
-from dbt.adapters.logstore.config_reference import MARKER, expand
+from dbt.adapters.logstore.config.reference import MARKER, expand
 
 PAGE = "configuration.md"
 

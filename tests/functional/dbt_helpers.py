@@ -1,8 +1,8 @@
 """Small helpers for running dbt in functional tests."""
 from dbt.tests.util import run_dbt_and_capture
 
-from dbt.adapters.logstore.project import DbtProject
-from dbt.adapters.logstore.status import model_status
+from dbt.adapters.logstore.reading.project import DbtProject
+from dbt.adapters.logstore.reading.status import model_status
 
 
 def failure_text(args):

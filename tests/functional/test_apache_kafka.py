@@ -22,8 +22,8 @@ from dbt.tests.util import run_dbt
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from dbt.adapters.logstore.reader import ChangelogReader, open_log
-from dbt.adapters.logstore.replay import Replica
+from dbt.adapters.logstore.reading.reader import ChangelogReader, open_log
+from dbt.adapters.logstore.reading.replay import Replica
 from tests.functional import contract
 from tests.functional.contract import (
     assert_contract, canonical, confirmed, read_topic, replay, replay_confirmed, table_properties,

@@ -4,11 +4,11 @@ import sys
 
 from kafka import KafkaAdminClient
 
-from dbt.adapters.logstore.broker import free_port, port_open
+from dbt.adapters.logstore.cli.broker import free_port, port_open
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "dbt.adapters.logstore.cli", *args],
+    return subprocess.run([sys.executable, "-m", "dbt.adapters.logstore.cli.commands", *args],
                           capture_output=True, text=True, timeout=60)
 
 

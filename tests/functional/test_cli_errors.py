@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from dbt.adapters.logstore.__version__ import version
-from dbt.adapters.logstore.broker import free_port, port_open
+from dbt.adapters.logstore.cli.broker import free_port, port_open
 from tests.functional.fault_project import write_project
 from tests.functional.test_kafka_security import sasl_properties
 from tests.kafka_cluster import KafkaCluster

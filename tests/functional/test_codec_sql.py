@@ -3,10 +3,10 @@
 them to the driver intact. Real Spark, no dbt, no broker."""
 import pytest
 
-from dbt.adapters.logstore import changes
-from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.row_source import iter_column_batches
+from dbt.adapters.logstore.changes import diff as changes
+from dbt.adapters.logstore.commit.snapshots import Attempt, Snapshot, TableRef
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.spark.row_source import iter_column_batches
 from tests.functional.contract import spark
 
 ROWS = [
@@ -86,7 +86,7 @@ def test_spark_refuses_what_the_reference_refuses():
 def test_the_row_source_streams_every_batch_intact(monkeypatch):
     """A table of several files (as the mirror's change tables are written) crosses whole, in
     bounded batches, each value once."""
-    from dbt.adapters.logstore import row_source
+    from dbt.adapters.logstore.spark import row_source
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     handle = SessionConnectionWrapper.__new__(SessionConnectionWrapper)  # only its type is read
@@ -130,7 +130,7 @@ def test_a_table_the_mirror_reads_crosses_one_small_file_at_a_time(monkeypatch, 
     """The driver's JVM holds one partition at a time: a table written with table_options() is
     in files of at most ROWS_PER_FILE rows, each read as its own partition, and the session's
     settings are as they were afterwards."""
-    from dbt.adapters.logstore import row_source
+    from dbt.adapters.logstore.spark import row_source
 
     monkeypatch.setattr(row_source, "ROWS_PER_FILE", 1000)
     session = spark()
@@ -150,7 +150,7 @@ def test_a_table_the_mirror_reads_crosses_one_small_file_at_a_time(monkeypatch, 
 def test_connect_images_carry_connect_temporals():
     """With Kafka Connect's envelope a top-level date is its epoch day and a timestamp_ntz its
     epoch microseconds, whatever the session time zone; timestamps are ISO-8601 instants."""
-    from dbt.adapters.logstore.json_images import JsonImages
+    from dbt.adapters.logstore.spark.json_images import JsonImages
 
     session = spark()
     images = JsonImages("ISO-8601", epoch_temporals=True)
@@ -182,8 +182,8 @@ def test_spark_places_records_as_kafkas_partitioner_does():
 
     from kafka.partitioner.default import murmur2
 
-    from dbt.adapters.logstore.kafka.spark_writer import murmur2_sql, partition_sql
-    from dbt.adapters.logstore.kafka.writer import partition_for
+    from dbt.adapters.logstore.log.kafka.spark_writer import murmur2_sql, partition_sql
+    from dbt.adapters.logstore.log.kafka.writer import partition_for
 
     rng = random.Random(20261127)
     data = [bytes(rng.randrange(256) for _ in range(n)) for n in [*range(13), 37, 100, 255]]

@@ -2,7 +2,7 @@
 import pytest
 from dbt.tests.util import run_dbt
 
-from dbt.adapters.logstore.broker import free_port
+from dbt.adapters.logstore.cli.broker import free_port
 from tests.functional.dbt_helpers import failure_text
 from tests.functional.contract import assert_contract, spark, table_properties
 

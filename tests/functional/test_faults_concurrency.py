@@ -80,7 +80,7 @@ def read_uncommitted(monkeypatch):
 @pytest.fixture
 def own_broker(tmp_path_factory):
     """A broker of this test's own, which it freezes (SIGSTOP) and thaws (SIGCONT)."""
-    from dbt.adapters.logstore.broker import EmbeddedBroker, free_port
+    from dbt.adapters.logstore.cli.broker import EmbeddedBroker, free_port
 
     broker = EmbeddedBroker(port=free_port(), state_dir=tmp_path_factory.mktemp("frozen_broker"))
     broker.start()

@@ -32,8 +32,8 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from dbt.adapters.logstore.reader import StartPoint, read_changelog
-from dbt.adapters.logstore.replay import Replica
+from dbt.adapters.logstore.reading.reader import StartPoint, read_changelog
+from dbt.adapters.logstore.reading.replay import Replica
 from tests.functional.contract import canonical, read_table_files, read_topic
 from tests.functional.fault_project import write_project
 from tests.functional.test_faults_random import _first_statement_after, _phase

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from dbt.adapters.logstore.__version__ import version
-from dbt.adapters.logstore.broker import free_port
+from dbt.adapters.logstore.cli.broker import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = """{{ config(materialized='table', unique_key='customer_id',

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dbt.adapters.logstore.broker import free_port, tansu_binary
+from dbt.adapters.logstore.cli.broker import free_port, tansu_binary
 from tests.functional.contract import spark
 from tests.functional.dbt_helpers import failure_text
 

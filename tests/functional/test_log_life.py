@@ -1,4 +1,4 @@
-"""The log's life after it is written (dbt/adapters/logstore/lifecycle/), on Apache Kafka: a
+"""The log's life after it is written (dbt/adapters/logstore/log/lifecycle/), on Apache Kafka: a
 cluster of this module's own (one KRaft node, tests/kafka_cluster.py) whose retention check and
 log cleaner run every half second, so the broker really deletes and compacts within a test.
 
@@ -26,10 +26,10 @@ from dbt.tests.util import run_dbt_and_capture
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
-from dbt.adapters.logstore.project import DbtProject
-from dbt.adapters.logstore.reader import StartPoint, UsageError, read_changelog
-from dbt.adapters.logstore.replay import Replica
-from dbt.adapters.logstore.status import model_status
+from dbt.adapters.logstore.reading.project import DbtProject
+from dbt.adapters.logstore.reading.reader import StartPoint, UsageError, read_changelog
+from dbt.adapters.logstore.reading.replay import Replica
+from dbt.adapters.logstore.reading.status import model_status
 from tests.functional.contract import (
     confirmed, read_topic, replay, spark, table_properties, table_state,
 )

@@ -28,8 +28,8 @@ import pytest
 from dbt.tests.util import run_dbt_and_capture
 from kafka import KafkaConsumer
 
-from dbt.adapters.logstore.reader import read_changelog
-from dbt.adapters.logstore.replay import Replica
+from dbt.adapters.logstore.reading.reader import read_changelog
+from dbt.adapters.logstore.reading.replay import Replica
 from tests.functional.contract import canonical, read_topic, spark, table_state
 from tests.functional.flink_peer import differences
 from tests.functional.test_live_flink import (  # noqa: F401 (flink: the fixture)

@@ -1,4 +1,4 @@
-"""Runs from reduced inputs never reach the log (dbt/adapters/logstore/run_modes.py).
+"""Runs from reduced inputs never reach the log (dbt/adapters/logstore/commit/run_modes.py).
 
 `dbt run --empty` reads refs and sources as zero rows; replacing a logged table with its result
 logged the deletion of every row. Here, a first build under --empty creates the tables with no

@@ -34,7 +34,7 @@ from tests.functional.kills import kill_group
 from tests.functional.thrift_server import _stop, start_thrift_server
 from tests.table_formats import JARS
 
-from dbt.adapters.logstore.kafka.writer import partition_for
+from dbt.adapters.logstore.log.kafka.writer import partition_for
 
 pytestmark = [pytest.mark.apache_kafka, pytest.mark.cluster]
 

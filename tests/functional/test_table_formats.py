@@ -13,7 +13,7 @@ import json
 import pytest
 from dbt.tests.util import run_dbt
 
-from dbt.adapters.logstore.project import DbtProject
+from dbt.adapters.logstore.reading.project import DbtProject
 from tests.functional.contract import (
     TEST_SESSION, confirmed, read_topic, replay, spark, stop_spark, table_properties, table_state,
     wait_for_confirmations,

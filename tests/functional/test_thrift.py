@@ -164,7 +164,7 @@ class TestThriftMethod:
         empty result (a run with no changes) give exactly the query's rows."""
         from dbt.adapters.spark.connections import PyhiveConnectionWrapper
 
-        from dbt.adapters.logstore.row_source import iter_query_rows
+        from dbt.adapters.logstore.spark.row_source import iter_query_rows
 
         handle = PyhiveConnectionWrapper(spark_thrift_server.connect(), poll_interval=1)
         try:

@@ -1,6 +1,6 @@
 import pytest
 
-from dbt.adapters.logstore.kafka.errors import _BRIDGE
+from dbt.adapters.logstore.log.kafka.errors import _BRIDGE
 
 
 @pytest.fixture(autouse=True)

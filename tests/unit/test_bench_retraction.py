@@ -9,7 +9,7 @@ _spec.loader.exec_module(retraction)
 
 
 def _line(model, generation, keys, offsets, seconds, topic="bench.retraction.kept"):
-    # as dbt/adapters/logstore/retraction.py logs it, behind dbt's file log prefix
+    # as dbt/adapters/logstore/changes/retraction.py logs it, behind dbt's file log prefix
     return (f"\x1b[0m05:41:07.123456 [info ] [Thread-1 (]: {model}: generation {generation} retracts "
             f"{keys} keys that '{topic}' still holds and the table no longer has (read {offsets} "
             f"offsets in {seconds} s)\n")

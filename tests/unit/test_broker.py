@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dbt.adapters.logstore import broker as broker_mod
-from dbt.adapters.logstore.broker import BrokerError, EmbeddedBroker, free_port, port_open
+from dbt.adapters.logstore.cli import broker as broker_mod
+from dbt.adapters.logstore.cli.broker import BrokerError, EmbeddedBroker, free_port, port_open
 
 
 def test_paths_use_port(tmp_path):

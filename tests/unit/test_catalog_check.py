@@ -6,7 +6,7 @@ import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import impl
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.config.log_config import LogConfig
 
 LOG = LogConfig(model="by_day", system="kafka", topic="t", bootstrap_servers="x:1")
 

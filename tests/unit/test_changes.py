@@ -3,8 +3,8 @@ import re
 
 import pytest
 
-from dbt.adapters.logstore import changes
-from dbt.adapters.logstore.changes import (
+from dbt.adapters.logstore.changes import diff as changes
+from dbt.adapters.logstore.changes.diff import (
     RECORD_OVERHEAD,
     AFTER,
     BEFORE,
@@ -24,7 +24,7 @@ from dbt.adapters.logstore.changes import (
     scoped_to,
     upserted_rows_sql,
 )
-from dbt.adapters.logstore.json_images import json_object_sql, row_struct_sql, to_json_sql
+from dbt.adapters.logstore.spark.json_images import json_object_sql, row_struct_sql, to_json_sql
 
 NEW = ChangeInput("db.orders__staged", ["id", "name", "amount"])
 OLD = ChangeInput("db.orders", ["id", "name", "amount"])
@@ -464,7 +464,7 @@ def test_the_change_set_of_shaped_rows_renders_only_the_tables_columns():
 
 
 def test_a_snapshots_rows_after_its_run_are_what_its_merge_leaves():
-    from dbt.adapters.logstore.changes import snapshot_rows_sql
+    from dbt.adapters.logstore.changes.diff import snapshot_rows_sql
 
     old = ChangeInput("s.h", ["id", "dbt_scd_id", "dbt_valid_from", "dbt_valid_to"])
     staging = ChangeInput("s.h__dbt_tmp", ["id", "tier", "dbt_change_type", "dbt_unique_key",

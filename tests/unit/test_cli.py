@@ -7,12 +7,13 @@ import socket
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import cli, reader
+from dbt.adapters.logstore.cli import commands as cli
+from dbt.adapters.logstore.reading import reader
 from dbt.adapters.logstore.__version__ import version
-from dbt.adapters.logstore.broker import DEFAULT_HOST, DEFAULT_PORT, Listener, free_port, listener
-from dbt.adapters.logstore.cli import build_parser, main
-from dbt.adapters.logstore.log_address import CLI_SERVERS, servers_setting
-from dbt.adapters.logstore.replay import ChangeRecord
+from dbt.adapters.logstore.cli.broker import DEFAULT_HOST, DEFAULT_PORT, Listener, free_port, listener
+from dbt.adapters.logstore.cli.commands import build_parser, main
+from dbt.adapters.logstore.config.address import CLI_SERVERS, servers_setting
+from dbt.adapters.logstore.reading.replay import ChangeRecord
 
 
 def test_parse_broker_start():
@@ -244,7 +245,7 @@ def broker_elsewhere(monkeypatch, tmp_path):
     """An embedded broker on a port, started with another --state-dir than the command's."""
     other = tmp_path / "other"
     monkeypatch.setattr(cli, "listener", lambda port: Listener(4242, "tansu", other))
-    monkeypatch.setattr("dbt.adapters.logstore.broker.listener", lambda port: Listener(4242, "tansu", other))
+    monkeypatch.setattr("dbt.adapters.logstore.cli.broker.listener", lambda port: Listener(4242, "tansu", other))
     return other
 
 
@@ -326,7 +327,7 @@ def test_tail_table(fake_changelog, capsys):
 
 
 def test_tail_marks_a_generations_start(fake_changelog, capsys, monkeypatch):
-    from dbt.adapters.logstore.replay import generation_starts
+    from dbt.adapters.logstore.reading.replay import generation_starts
 
     marked = [generation_starts(5, 2), ChangeRecord(0, 9, {"id": 1}, "r", None, {"id": 1}, 12, 5, 2)]
     monkeypatch.setattr(reader, "read_changelog", lambda *a, **k: iter(marked))
@@ -406,7 +407,7 @@ def test_vars_reach_the_project(monkeypatch, tmp_path):
             seen["vars"] = vars
             raise reader.UsageError("stop here")
 
-    monkeypatch.setattr("dbt.adapters.logstore.project.DbtProject", Project)
+    monkeypatch.setattr("dbt.adapters.logstore.reading.project.DbtProject", Project)
     assert main(["status", "--project-dir", str(tmp_path), "--vars", "{run: r1}"]) == 2
     assert seen["vars"] == {"run": "r1"}
 
@@ -502,7 +503,7 @@ def test_ctrl_c_prints_interrupted_and_exits_130(monkeypatch, capsys):
 
 def test_a_failure_after_ctrl_c_is_the_interrupt(monkeypatch, capsys):
     """The JVM dies of the same Ctrl-C: the read fails with py4j's error, not the interrupt."""
-    from dbt.adapters.logstore import cli_endings
+    from dbt.adapters.logstore.cli import endings as cli_endings
 
     monkeypatch.setattr(cli_endings.Interrupts, "seen", True)
     _failing(monkeypatch, RuntimeError("Py4JError: An error occurred while calling o42.sql"))

@@ -3,8 +3,8 @@ order of a commit's steps over a recording fake of dbt and Spark."""
 import pytest
 from dbt_common.exceptions import DbtRuntimeError as _RuntimeError
 
-from dbt.adapters.logstore.commit_protocol import log_is_new, recovery_action
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError
+from dbt.adapters.logstore.commit.protocol import log_is_new, recovery_action
+from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError
 from dbt.adapters.logstore.names import (
     CHANGESET_ID, COMMITTED, INTENT, INTENT_ROWS_AFTER, INTENT_ROWS_BEFORE, MIRRORED, TOPIC_PARTITIONS,
 )
@@ -248,7 +248,7 @@ def test_a_tag_wins_over_the_intent():
 def test_the_adapter_gives_every_step_the_protocol_asks_for_with_its_parameters():
     import inspect
 
-    from dbt.adapters.logstore.commit_protocol import Steps
+    from dbt.adapters.logstore.commit.protocol import Steps
     from dbt.adapters.logstore.impl import LogstoreAdapter
 
     steps = [name for name in vars(Steps) if not name.startswith("_")]

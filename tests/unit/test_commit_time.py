@@ -1,7 +1,7 @@
 """ts_ms is the table commit's time, recorded with the commit: a re-sent change set keeps it."""
 from dbt.adapters.logstore import names
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef, committed_ms
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.commit.snapshots import Attempt, Snapshot, TableRef, committed_ms
 
 
 def test_the_recorded_commit_time_belongs_to_its_change_set_only():
@@ -20,7 +20,7 @@ def test_an_attempt_carries_the_commit_time_not_its_own():
 
 
 def test_recovery_names_the_step_the_failed_run_died_in():
-    from dbt.adapters.logstore.table_commit import failed_step
+    from dbt.adapters.logstore.commit.table_commit import failed_step
 
     assert failed_step({names.INTENT: "cs"}, "cs") == "in the table commit"
     assert failed_step({names.INTENT: "cs", names.COMMITTED: "cs"}, "cs") == \

@@ -4,12 +4,13 @@ unique_key is read as dbt reads it."""
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import change_checks, log_options
-from dbt.adapters.logstore.kafka import config as kafka_config
-from dbt.adapters.logstore.log_config import (
+from dbt.adapters.logstore.changes import checks as change_checks
+from dbt.adapters.logstore.config import options as log_options
+from dbt.adapters.logstore.log.kafka import config as kafka_config
+from dbt.adapters.logstore.config.log_config import (
     LogConfigError, ModelRef, check_all, node_config, resolve_log_config,
 )
-from dbt.adapters.logstore.log_options import ProfileConfigError
+from dbt.adapters.logstore.config.options import ProfileConfigError
 
 SERVERS = "broker:9092"
 CLIENTS = ["kafka-python", "confluent"]
@@ -391,7 +392,7 @@ def test_check_unique_names_a_missing_key_column_before_any_query():
 
 
 def test_catalog_column_names_reads_an_empty_query():
-    from dbt.adapters.logstore.catalog import Catalog
+    from dbt.adapters.logstore.spark.catalog import Catalog
 
     class Table:
         column_names = ("id", "name")

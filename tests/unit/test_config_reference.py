@@ -1,4 +1,4 @@
-"""The configuration reference (dbt/adapters/logstore/config_reference.py), which the
+"""The configuration reference (dbt/adapters/logstore/config/reference.py), which the
 documentation's hook renders into docs/configuration.md: every model option and profile field has
 a meaning, and the rendered tables name every spelling and every default, so an option added to
 the vocabulary cannot go undocumented."""
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from dbt.adapters.spark.connections import SparkCredentials
 
-from dbt.adapters.logstore import config_reference, log_options
-from dbt.adapters.logstore.config_reference import ReferenceError, expand
+from dbt.adapters.logstore.config import reference as config_reference, options as log_options
+from dbt.adapters.logstore.config.reference import ReferenceError, expand
 from dbt.adapters.logstore.credentials import FIELD_DESCRIPTIONS, LogstoreCredentials
 from dbt.adapters.logstore.formats import FORMAT_OPTIONS
 

@@ -9,12 +9,12 @@ from dbt_common.exceptions import DbtRuntimeError
 from kafka.partitioner.default import murmur2
 
 from dbt.adapters.logstore import faults
-from dbt.adapters.logstore.kafka.confluent_writer import ConfluentLogWriter
-from dbt.adapters.logstore.kafka.config import CONFLUENT_DEFAULTS, client_config, confluent_config
-from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
-from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
-from dbt.adapters.logstore.kafka.writer import partition_for
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.log.kafka.confluent_writer import ConfluentLogWriter
+from dbt.adapters.logstore.log.kafka.config import CONFLUENT_DEFAULTS, client_config, confluent_config
+from dbt.adapters.logstore.log.kafka.log_system import KafkaLogSystem
+from dbt.adapters.logstore.log.kafka.python_writer import KafkaLogWriter
+from dbt.adapters.logstore.log.kafka.writer import partition_for
+from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
 
 CONTROL = "analytics.orders__logstore_commits"
 

@@ -2,13 +2,13 @@
 read (parse_control_record, Confirmation), field for field."""
 import json
 
-from dbt.adapters.logstore.log_snapshots import Snapshot, TableRef
-from dbt.adapters.logstore.control_records import (
+from dbt.adapters.logstore.commit.snapshots import Snapshot, TableRef
+from dbt.adapters.logstore.log.control_records import (
     DELIVER, DROP, HOLD, Confirmation, ConfirmedAttempts, RecordTags, confirmation_record,
     parse_control_record,
 )
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_system import WriteResult
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.log.log_system import WriteResult
 
 LOG = LogConfig(model="orders_model", system="fake", topic="analytics.orders",
                 bootstrap_servers="x:1", unique_key=("id",))

@@ -2,7 +2,7 @@
 no "Nothing was changed." from a command that changes nothing."""
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.error_wording import own_text, reworded
+from dbt.adapters.logstore.cli.error_wording import own_text, reworded
 
 
 def test_dbts_error_without_its_heading():

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 from typing import Dict, List
 
 from dbt.adapters.logstore import names
-from dbt.adapters.logstore.table_commit import drop_what_a_failed_run_staged
+from dbt.adapters.logstore.commit.table_commit import drop_what_a_failed_run_staged
 
 TARGET = SimpleNamespace(database=None, schema="s", identifier="orders")
 

@@ -1,14 +1,18 @@
-"""The package's modules import each other without a circle (read with `ast`, so imports inside
-functions count too): a newcomer can read them in an order where each uses only what came before.
-And only the kafka sub-package knows a Kafka client: the rest reaches Kafka through the
-log_system interface, so another log system can plug in beside it."""
+"""The package's layout rules, read from the code with `ast` (imports inside functions count too):
+- no import circle: a newcomer can read the modules in an order where each uses only what came
+  before;
+- no upward import: the sub-packages stand in layers (LAYERS, foundation first), and a module
+  imports only from its own layer or the ones below it;
+- every module within its size (MAX_LINES; impl.py, dbt's adapter, IMPL_MAX_LINES);
+- only the Kafka sub-package (log/kafka/) knows a Kafka client: the rest reaches Kafka through
+  the log_system interface, so another log system can plug in beside it."""
 import ast
 from pathlib import Path
 from typing import Dict, List, Set
 
 PACKAGE = "dbt.adapters.logstore"
 ROOT = Path(__file__).resolve().parents[2] / "dbt" / "adapters" / "logstore"
-KAFKA_PACKAGE = f"{PACKAGE}.kafka"  # the one place that may import a Kafka client
+KAFKA_PACKAGE = f"{PACKAGE}.log.kafka"  # the one place that may import a Kafka client
 CLIENTS = {"kafka", "confluent_kafka"}  # kafka-python's and confluent-kafka's top-level modules
 
 
@@ -117,31 +121,84 @@ def test_a_circle_is_found():
 
 
 def test_only_the_kafka_sub_package_imports_a_kafka_client():
-    assert (ROOT / "kafka" / "reading.py").exists()  # the sub-package is where this test looks
-    assert any("kafka" in imported_names(p) for p in (ROOT / "kafka").glob("*.py"))  # read
+    assert (ROOT / "log" / "kafka" / "reading.py").exists()  # the sub-package is where this test looks
+    assert any("kafka" in imported_names(p) for p in (ROOT / "log" / "kafka").glob("*.py"))  # read
     violations = kafka_boundary_violations()
-    assert not violations, "outside dbt/adapters/logstore/kafka/: " + "; ".join(violations)
+    assert not violations, "outside dbt/adapters/logstore/log/kafka/: " + "; ".join(violations)
 
 
 def test_a_kafka_import_outside_the_sub_package_is_found(tmp_path):
     files = {
-        "kafka/__init__.py": "",
-        "kafka/reading.py": "from kafka import KafkaConsumer\nimport confluent_kafka\n",
-        "log_system.py": 'BUILT_IN = {"kafka": "dbt.adapters.logstore.kafka.log_system:X"}\n',
+        "log/__init__.py": "",
+        "log/kafka/__init__.py": "",
+        "log/kafka/reading.py": "from kafka import KafkaConsumer\nimport confluent_kafka\n",
+        "log/log_system.py": 'BUILT_IN = {"kafka": "dbt.adapters.logstore.log.kafka.log_system:X"}\n',
         "reader.py": "def read():\n    from kafka.errors import KafkaError\n",
-        "status.py": "from dbt.adapters.logstore.kafka.config import consumer_config\n",
-        "cli.py": "from . import kafka\n",
+        "status.py": "from dbt.adapters.logstore.log.kafka.config import consumer_config\n",
+        "log/cli.py": "from . import kafka\n",
         "bench.py": "import confluent_kafka\n",
-        "plain.py": "from dbt.adapters.logstore.log_system import get_log_system\n",
+        "plain.py": "from dbt.adapters.logstore.log.log_system import get_log_system\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert kafka_boundary_violations(tmp_path) == [
         f"{PACKAGE}.bench imports confluent_kafka",
-        f"{PACKAGE}.cli imports {PACKAGE}.kafka",
+        f"{PACKAGE}.log.cli imports {KAFKA_PACKAGE}",
         f"{PACKAGE}.reader imports kafka.errors",
         f"{PACKAGE}.reader imports kafka.errors.KafkaError",
         f"{PACKAGE}.status imports {KAFKA_PACKAGE}.config",
         f"{PACKAGE}.status imports {KAFKA_PACKAGE}.config.consumer_config",
     ]
+
+
+# The package's layers, foundation first: a module imports from its own layer and the ones
+# below. The stages of a run read top-down in the folders (config -> changes -> commit -> log
+# -> reading -> cli); the log's interface sits below the stages that use it, and the record
+# formats below the configuration that names them.
+LAYERS = [
+    {"names", "faults", "__version__", "credentials"},  # the protocol's names; no imports
+    {"spark"},  # what the adapter needs of Spark
+    {"formats"},  # the record codec (the formats' own options are configuration's vocabulary)
+    {"config"},  # stage 1
+    {"log"},  # the LogSystem interface, control records, lifecycle, kafka
+    {"changes"},  # stage 2
+    {"commit"},  # stage 3
+    {"reading", "reader", "replay"},  # stage 5 (reader.py, replay.py: the kept public paths)
+    {"cli"},
+    {"connections", "impl"},  # dbt's entry points
+]
+MAX_LINES, IMPL_MAX_LINES = 400, 550
+
+
+def layer_of(module: str) -> int:
+    first = module.removeprefix(PACKAGE + ".").split(".")[0]
+    for number, names in enumerate(LAYERS):
+        if first in names:
+            return number
+    raise AssertionError(f"{module} is in no layer: add its folder to LAYERS")
+
+
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
+    return sorted(f"{module} imports {dep}" for module, deps in graph.items() for dep in deps
+                  if layer_of(dep) > layer_of(module))
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    graph = import_graph()
+    upward = upward_imports(graph)
+    assert not upward, "upward imports: " + "; ".join(upward)
+
+
+def test_an_upward_import_is_found():
+    graph = {f"{PACKAGE}.spark.catalog": {f"{PACKAGE}.commit.protocol"},
+             f"{PACKAGE}.commit.protocol": {f"{PACKAGE}.spark.catalog", f"{PACKAGE}.names"}}
+    assert upward_imports(graph) == [f"{PACKAGE}.spark.catalog imports {PACKAGE}.commit.protocol"]
+
+
+def test_every_module_is_within_its_size():
+    sizes = {path.relative_to(ROOT): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
+    assert len(sizes) > 40
+    over = [f"{path}: {lines} lines" for path, lines in sorted(sizes.items())
+            if lines > (IMPL_MAX_LINES if path.name == "impl.py" else MAX_LINES)]
+    assert not over, f"over {MAX_LINES} lines (impl.py {IMPL_MAX_LINES}): " + "; ".join(over)

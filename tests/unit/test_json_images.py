@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from dbt.adapters.logstore.json_images import (
+from dbt.adapters.logstore.spark.json_images import (
     DEFAULT_IMAGES,
     TIMESTAMP_ISO,
     JsonImages,

@@ -12,12 +12,12 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
-from dbt.adapters.logstore.kafka.errors import bridge_kafka_logs, cause_of, describe, kafka_failure
-from dbt.adapters.logstore.log_address import (
+from dbt.adapters.logstore.log.kafka.errors import bridge_kafka_logs, cause_of, describe, kafka_failure
+from dbt.adapters.logstore.config.address import (
     CLI_SERVERS, MODEL_SERVERS, PROFILE_SERVERS, servers_setting, servers_setting_of,
     with_servers_setting,
 )
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.config.log_config import LogConfig
 
 BOOTSTRAP = KafkaTimeoutError("Unable to bootstrap from b:9092")
 
@@ -138,7 +138,7 @@ def test_kafka_logs_go_to_dbt_not_the_console(capsys):
 def test_an_earlier_failures_warnings_do_not_name_a_later_failure(monkeypatch):
     import logging
 
-    from dbt.adapters.logstore.kafka import errors as kafka_errors
+    from dbt.adapters.logstore.log.kafka import errors as kafka_errors
 
     bridge_kafka_logs()
     now = [1000.0]
@@ -178,7 +178,7 @@ def test_a_login_the_broker_dropped_is_an_authentication_failure():
 def test_a_transaction_kafka_aborted_is_said_in_plain_words_on_both_clients():
     from kafka.errors import InvalidProducerEpochError
 
-    from dbt.adapters.logstore.kafka.errors import transaction_lost
+    from dbt.adapters.logstore.log.kafka.errors import transaction_lost
 
     for exc in (InvalidProducerEpochError(), RuntimeError("KafkaError{code=_FENCED,val=-144,"
                                                           "str=\"Fatal error: fenced by newer producer instance\"}")):
@@ -191,7 +191,7 @@ def test_a_transaction_kafka_aborted_is_said_in_plain_words_on_both_clients():
 def test_records_no_broker_acknowledged_are_said_in_plain_words():
     from kafka.errors import KafkaTimeoutError
 
-    from dbt.adapters.logstore.kafka.errors import write_cause
+    from dbt.adapters.logstore.log.kafka.errors import write_cause
 
     expired = KafkaTimeoutError("Expiring 1355 record(s) for TopicPartition(topic='t', partition=2): "
                                 "25094 ms has passed since batch creation")

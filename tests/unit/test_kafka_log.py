@@ -17,12 +17,12 @@ from kafka.errors import (
 from kafka.partitioner.default import murmur2
 
 from dbt.adapters.logstore import faults
-from dbt.adapters.logstore.kafka import log_system as kafka_log, writer as kafka_writer
-from dbt.adapters.logstore.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
-from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
-from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
-from dbt.adapters.logstore.kafka.writer import partition_for
-from dbt.adapters.logstore.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.log.kafka import log_system as kafka_log, writer as kafka_writer
+from dbt.adapters.logstore.log.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
+from dbt.adapters.logstore.log.kafka.log_system import KafkaLogSystem
+from dbt.adapters.logstore.log.kafka.python_writer import KafkaLogWriter
+from dbt.adapters.logstore.log.kafka.writer import partition_for
+from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
 
 REAL_PRODUCER = kafka.KafkaProducer
 REAL_CONSUMER = kafka.KafkaConsumer
@@ -512,7 +512,7 @@ def test_prepare_unreachable(monkeypatch):
 
 
 def test_kafka_log_system_is_built_in():
-    from dbt.adapters.logstore.log_system import get_log_system
+    from dbt.adapters.logstore.log.log_system import get_log_system
 
     assert type(get_log_system("kafka")) is KafkaLogSystem
     assert KafkaLogSystem.name == "kafka"
@@ -1131,7 +1131,7 @@ def test_a_commit_the_broker_never_answers_fails_within_the_delivery_timeout(mon
 
     from kafka.errors import KafkaTimeoutError
 
-    from dbt.adapters.logstore.kafka.python_writer import bounded as _bounded
+    from dbt.adapters.logstore.log.kafka.python_writer import bounded as _bounded
 
     never = threading.Event()
     started = time.monotonic()

@@ -8,10 +8,10 @@ import kafka
 import pytest
 from kafka.errors import KafkaTimeoutError
 
-from dbt.adapters.logstore.kafka.reading import END_POLLS, KafkaLogReader
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_system import LogRecord, ReaderError
-from dbt.adapters.logstore.reader import ChangelogReader, open_log
+from dbt.adapters.logstore.log.kafka.reading import END_POLLS, KafkaLogReader
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.log.log_system import LogRecord, ReaderError
+from dbt.adapters.logstore.reading.reader import ChangelogReader, open_log
 
 REAL_CONSUMER = kafka.KafkaConsumer
 TOPIC, CONTROL, TABLE = "analytics.orders", "analytics.orders__logstore_commits", "analytics.orders"

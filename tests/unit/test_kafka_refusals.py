@@ -8,10 +8,10 @@ import kafka
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.kafka.errors import _BRIDGE
-from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
-from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.log.kafka.errors import _BRIDGE
+from dbt.adapters.logstore.log.kafka.log_system import KafkaLogSystem
+from dbt.adapters.logstore.log.kafka.python_writer import KafkaLogWriter
+from dbt.adapters.logstore.config.log_config import LogConfig
 
 from .scripted_broker import (
     CLUSTER_AUTHORIZATION_FAILED, INVALID_REPLICATION_FACTOR, POLICY_VIOLATION,

@@ -9,7 +9,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from dbt.adapters.logstore.kafka.retrying import no_broker_answered, retriable, with_retries
+from dbt.adapters.logstore.log.kafka.retrying import no_broker_answered, retriable, with_retries
 
 SERVERS = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
 CONFIG = {"bootstrap_servers": SERVERS, "bootstrap_timeout_ms": 10000, "request_timeout_ms": 5000,

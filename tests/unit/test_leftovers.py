@@ -1,5 +1,5 @@
 """Leftover directories of the adapter's own relations: what is recognised as ours."""
-from dbt.adapters.logstore.leftovers import drop_sql, orphan_location, removal_sql, location_of, uncommitted_output
+from dbt.adapters.logstore.spark.leftovers import drop_sql, orphan_location, removal_sql, location_of, uncommitted_output
 
 ERROR = ("[LOCATION_ALREADY_EXISTS] Cannot name the managed table as "
          "`spark_catalog`.`analytics`.`orders__logstore_new`, as its associated location "

@@ -1,7 +1,7 @@
 """Config resolution: spellings, defaults, validation messages, secrets."""
 import pytest
 
-from dbt.adapters.logstore.log_config import (
+from dbt.adapters.logstore.config.log_config import (
     CONTROL_TOPIC_SUFFIX,
     LogConfig,
     LogConfigError,
@@ -706,7 +706,7 @@ def _node(name, alias, **config):
 
 
 def _check_all(*nodes):
-    from dbt.adapters.logstore.log_config import ModelRef, check_all, node_config
+    from dbt.adapters.logstore.config.log_config import ModelRef, check_all, node_config
 
     check_all(nodes, lambda n: resolve(node_config(n), model=ModelRef.from_node(n)))
 

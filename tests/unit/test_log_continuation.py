@@ -2,8 +2,8 @@
 and the recorded changelog mode and timestamp standard where the model leaves them to a default."""
 import pytest
 
-from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
-from dbt.adapters.logstore.log_continuation import _servers, continue_stored_shape
+from dbt.adapters.logstore.config.log_config import LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.config.continuation import _servers, continue_stored_shape
 
 SERVERS = "broker-1:9092,broker-2:9092"
 

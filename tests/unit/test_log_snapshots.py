@@ -7,13 +7,15 @@ import time
 
 import pytest
 
-from dbt.adapters.logstore import faults, log_snapshots, log_system
-from dbt.adapters.logstore.catalog import parse_properties
-from dbt.adapters.logstore.control_records import Confirmation, confirmation_record
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_snapshots import CARRIED, Attempt, Snapshot, TableRef, prepare_log
-from dbt.adapters.logstore.log_snapshots import write_change_set as write_records
-from dbt.adapters.logstore.log_system import LogSystem, LogWriter, WriteResult, register
+from dbt.adapters.logstore import faults
+from dbt.adapters.logstore.commit import snapshots as log_snapshots
+from dbt.adapters.logstore.log import log_system
+from dbt.adapters.logstore.spark.catalog import parse_properties
+from dbt.adapters.logstore.log.control_records import Confirmation, confirmation_record
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.commit.snapshots import CARRIED, Attempt, Snapshot, TableRef, prepare_log
+from dbt.adapters.logstore.commit.snapshots import write_change_set as write_records
+from dbt.adapters.logstore.log.log_system import LogSystem, LogWriter, WriteResult, register
 from dbt.adapters.logstore.names import (
     CHANGESET_ID, COMMITTED, H_ATTEMPT, H_CHANGESET, H_SNAPSHOT, H_TABLE, MIRRORED, SNAPSHOT_ATTEMPT,
     SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_TABLE_VERSION, TOPIC_PARTITIONS,
@@ -700,7 +702,7 @@ def test_no_crash_without_fault_injection(fake_system, crash_log):
 
 
 def test_logged_snapshot_only_when_the_table_holds_no_unlogged_commit():
-    from dbt.adapters.logstore.log_snapshots import UnloggedCommit, logged_snapshot
+    from dbt.adapters.logstore.commit.snapshots import UnloggedCommit, logged_snapshot
 
     assert logged_snapshot({COMMITTED: "a", MIRRORED: "a", SNAPSHOT_ID: "7"}, "orders") == 7
     assert logged_snapshot({}, "orders") == 0  # never logged: nothing committed either

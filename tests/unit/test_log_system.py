@@ -1,8 +1,8 @@
 """The log-system interface: WriteResult, registry."""
 import pytest
 
-from dbt.adapters.logstore import log_system
-from dbt.adapters.logstore.log_system import LogSystem, WriteResult, get_log_system, register
+from dbt.adapters.logstore.log import log_system
+from dbt.adapters.logstore.log.log_system import LogSystem, WriteResult, get_log_system, register
 
 
 def test_write_result_defaults():
@@ -38,7 +38,7 @@ def test_write_results_do_not_share_offsets():
 
 
 def test_get_log_system_kafka():
-    from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
+    from dbt.adapters.logstore.log.kafka.log_system import KafkaLogSystem
 
     system = get_log_system("kafka")
     assert isinstance(system, KafkaLogSystem)

@@ -42,14 +42,15 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError, MacroReturn
 
 import dbt.include.global_project
 import dbt.include.spark
-from dbt.adapters.logstore import log_snapshots, names
-from dbt.adapters.logstore.catalog import set_properties_sql
-from dbt.adapters.logstore.commit_protocol import LogLost
-from dbt.adapters.logstore.lifecycle.generations import GenerationStart
-from dbt.adapters.logstore.lifecycle.identity import Assessment
+from dbt.adapters.logstore.commit import snapshots as log_snapshots
+from dbt.adapters.logstore import names
+from dbt.adapters.logstore.spark.catalog import set_properties_sql
+from dbt.adapters.logstore.commit.protocol import LogLost
+from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.log.lifecycle.identity import Assessment
 from dbt.adapters.logstore.impl import LogstoreAdapter, ModelRunState
-from dbt.adapters.logstore.mirror import LogstoreAdapterResponse
-from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.commit.mirror import LogstoreAdapterResponse
+from dbt.adapters.logstore.config.log_config import LogConfigError, ModelRef, resolve_log_config
 
 LOGSTORE_MACROS = Path(__file__).resolve().parents[2] / "dbt" / "include" / "logstore" / "macros"
 SPARK_MACROS = Path(dbt.include.spark.__file__).parent / "macros"
@@ -387,7 +388,7 @@ class FakeAdapter:
         return None
 
     def logstore_replaces_in_place(self, file_format, old_relation):
-        from dbt.adapters.logstore.table_formats import replaces_in_place
+        from dbt.adapters.logstore.spark.table_formats import replaces_in_place
 
         return replaces_in_place(file_format, old_relation)  # the fake's relations say their format
 

@@ -6,17 +6,17 @@ import pytest
 
 from dbt.adapters.logstore import names
 from dbt.adapters.logstore.names import H_ATTEMPT, H_WRITER
-from dbt.adapters.logstore.log_snapshots import (
+from dbt.adapters.logstore.commit.snapshots import (
     Attempt,
     Snapshot,
     write_change_set_parallel,
     write_task_share,
 )
-from dbt.adapters.logstore.kafka.log_system import KafkaLogSystem
-from dbt.adapters.logstore.kafka.python_writer import KafkaLogWriter
+from dbt.adapters.logstore.log.kafka.log_system import KafkaLogSystem
+from dbt.adapters.logstore.log.kafka.python_writer import KafkaLogWriter
 from dbt.adapters.logstore.names import task_writer_id
-from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
-from dbt.adapters.logstore.control_records import Confirmation
+from dbt.adapters.logstore.config.log_config import LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.log.control_records import Confirmation
 from tests.unit.test_log_snapshots import (  # noqa: F401
     CHANGESET, LOG, ROWS, TABLE, FakeWriter, fake_system, records_of,
 )

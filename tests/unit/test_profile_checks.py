@@ -4,7 +4,7 @@ import pytest
 
 from dbt.adapters.logstore.connections import session_defaults, spark_cause
 from dbt.adapters.logstore.credentials import LogstoreCredentials
-from dbt.adapters.logstore.profile_checks import ProfileFieldError, check_profile
+from dbt.adapters.logstore.config.profile_checks import ProfileFieldError, check_profile
 
 WHERE = "of the profile 'shop' (target 'dev'): "
 

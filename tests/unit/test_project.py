@@ -3,8 +3,8 @@ metastore held by another process, and the engine's output kept off the terminal
 import subprocess
 import sys
 
-from dbt.adapters.logstore.engine_output import stderr_to
-from dbt.adapters.logstore.project import metastore_in_use
+from dbt.adapters.logstore.spark.engine_output import stderr_to
+from dbt.adapters.logstore.reading.project import metastore_in_use
 
 HOLD = """
 import fcntl, sys, time
@@ -17,7 +17,7 @@ time.sleep(30)
 
 def test_a_metastore_booted_by_another_process_is_found(tmp_path, monkeypatch):
     # (in a test process whose own Spark may hold a metastore, as the CLI's never does)
-    monkeypatch.setattr("dbt.adapters.logstore.project.spark_running", lambda: False)
+    monkeypatch.setattr("dbt.adapters.logstore.reading.project.spark_running", lambda: False)
     database = tmp_path / "metastore_db"
     database.mkdir()
     lock = database / "dbex.lck"

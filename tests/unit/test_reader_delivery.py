@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from dbt.adapters.logstore import reader as reader_module
-from dbt.adapters.logstore import source_changes
-from dbt.adapters.logstore.control_records import Confirmation, ConfirmedAttempts
-from dbt.adapters.logstore.log_system import LogFeed, LogReader, LogRecord
-from dbt.adapters.logstore.reader import (
+from dbt.adapters.logstore.reading import reader as reader_module
+from dbt.adapters.logstore.reading import source_changes
+from dbt.adapters.logstore.log.control_records import Confirmation, ConfirmedAttempts
+from dbt.adapters.logstore.log.log_system import LogFeed, LogReader, LogRecord
+from dbt.adapters.logstore.reading.reader import (
     ChangelogReader, ReaderError, StartPoint, start_after,
 )
 

@@ -4,7 +4,7 @@ from decimal import Decimal
 import pytest
 
 from dbt.adapters.logstore.formats import decode_json
-from dbt.adapters.logstore.replay import ChangeRecord, Normalizer, Replica
+from dbt.adapters.logstore.reading.replay import ChangeRecord, Normalizer, Replica
 
 _offset = iter(range(10_000))
 

@@ -11,7 +11,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
-from dbt.adapters.logstore.replay import ChangeRecord, Normalizer, Replica, generation_starts
+from dbt.adapters.logstore.reading.replay import ChangeRecord, Normalizer, Replica, generation_starts
 
 Log = Dict[int, List[ChangeRecord]]  # partition -> its records, in offset order
 

@@ -3,10 +3,10 @@ row a plain upsert reader holds per key after each record (formats.held_after)."
 import pytest
 
 from dbt.adapters.logstore.formats import field_text, held_after
-from dbt.adapters.logstore.lifecycle.generations import GenerationStart
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_system import LogRecord
-from dbt.adapters.logstore.retraction import held_rows, needed, ranges, retraction_sql
+from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.log.log_system import LogRecord
+from dbt.adapters.logstore.changes.retraction import held_rows, needed, ranges, retraction_sql
 
 KEYED = LogConfig(model="m", system="kafka", topic="t", unique_key=("id",))
 ON_RECORDS = GenerationStart(2, 5, {0: 10, 1: 0})

@@ -1,6 +1,6 @@
 """The row source's pure helpers (no JVM; the session read itself is tested in
 tests/functional/test_codec_sql.py)."""
-from dbt.adapters.logstore import row_source
+from dbt.adapters.logstore.spark import row_source
 
 
 def test_tables_the_mirror_reads_are_written_in_bounded_files():

@@ -5,8 +5,8 @@ import sys
 import time
 from dataclasses import replace
 
-from dbt.adapters.logstore import run_lock
-from dbt.adapters.logstore.run_lock import LockOwner, lost_message
+from dbt.adapters.logstore.commit import run_lock
+from dbt.adapters.logstore.commit.run_lock import LockOwner, lost_message
 
 
 def _dead_pid() -> int:

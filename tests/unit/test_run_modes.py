@@ -1,8 +1,8 @@
 """dbt's reduced-input run modes (--empty, --sample) as run_modes.py reads them."""
 from types import SimpleNamespace
 
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.run_modes import (
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.commit.run_modes import (
     limit_zero_sql, not_logged, not_logged_explanation, reduced_inputs,
 )
 

@@ -3,11 +3,11 @@ SQL it runs, and the offset check that confirms a try only when every record is 
 (That murmur2_sql equals Kafka's murmur2 is checked in Spark: tests/functional/test_codec_sql.py.)"""
 import pytest
 
-from dbt.adapters.logstore.kafka import spark_writer
-from dbt.adapters.logstore.kafka.spark_writer import SparkKafkaTasks, insert_sql, refusal
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_snapshots import Attempt, Snapshot, TableRef
-from dbt.adapters.logstore.log_system import SqlWriteUnconfirmed
+from dbt.adapters.logstore.log.kafka import spark_writer
+from dbt.adapters.logstore.log.kafka.spark_writer import SparkKafkaTasks, insert_sql, refusal
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.commit.snapshots import Attempt, Snapshot, TableRef
+from dbt.adapters.logstore.log.log_system import SqlWriteUnconfirmed
 
 TABLE = TableRef("shop", "orders")
 

@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 from dbt.adapters.spark.relation import SparkRelation
 
-from dbt.adapters.logstore.table_formats import (
+from dbt.adapters.logstore.spark.table_formats import (
     as_of, committed_version, format_of, is_version_state, replaces_in_place, table_state,
 )
 

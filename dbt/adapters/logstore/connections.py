@@ -14,8 +14,8 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import engine_output
-from dbt.adapters.logstore.profile_checks import check_profile
+from dbt.adapters.logstore.spark import engine_output
+from dbt.adapters.logstore.config.profile_checks import check_profile
 
 logger = AdapterLogger("Spark")
 

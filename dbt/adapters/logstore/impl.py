@@ -20,22 +20,22 @@ from dbt.adapters.base import available
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore import (
-    change_checks, changes, commit_protocol, faults, leftovers, log_snapshots, mirror, names,
-    retraction, row_source, run_lock, run_modes, source_changes, source_landing, table_commit,
-    table_formats,
-)
-from dbt.adapters.logstore.catalog import Catalog, logger, set_properties_sql
+from dbt.adapters.logstore.changes import checks as change_checks, diff as changes, retraction
+from dbt.adapters.logstore.commit import protocol as commit_protocol, snapshots as log_snapshots, mirror, run_lock, run_modes, table_commit
+from dbt.adapters.logstore import faults, names
+from dbt.adapters.logstore.spark import leftovers, row_source, table_formats
+from dbt.adapters.logstore.reading import source_changes, source_landing
+from dbt.adapters.logstore.spark.catalog import Catalog, logger, set_properties_sql
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
-from dbt.adapters.logstore.log_config import (
+from dbt.adapters.logstore.config.log_config import (
     LogConfig, ModelRef, check_all, node_config, resolve_log_config,
 )
-from dbt.adapters.logstore.lifecycle import identity, retention
-from dbt.adapters.logstore.lifecycle.generations import GenerationStart
-from dbt.adapters.logstore.log_address import PROFILE_SERVERS, servers_setting_of, with_servers_setting
-from dbt.adapters.logstore.log_continuation import continue_stored_shape
-from dbt.adapters.logstore.log_system import LogState, get_log_system
-from dbt.adapters.logstore.row_source import active_spark
+from dbt.adapters.logstore.log.lifecycle import identity, retention
+from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.config.address import PROFILE_SERVERS, servers_setting_of, with_servers_setting
+from dbt.adapters.logstore.config.continuation import continue_stored_shape
+from dbt.adapters.logstore.log.log_system import LogState, get_log_system
+from dbt.adapters.logstore.spark.row_source import active_spark
 
 @dataclass
 class ModelRunState:
@@ -531,7 +531,7 @@ class LogstoreAdapter(SparkAdapter):
         try:
             lines = get_log_system("kafka").check(log)
         except DbtRuntimeError as exc:  # its subject is dbt debug's check, not a model
-            from dbt.adapters.logstore.error_wording import own_text, reworded
+            from dbt.adapters.logstore.cli.error_wording import own_text, reworded
             raise DbtRuntimeError(reworded(own_text(exc), "dbt debug", "dbt debug")) from None
         for line in lines:
             logger.info(line)

@@ -5,10 +5,10 @@ from decimal import Decimal
 
 import pytest
 
-from dbt.adapters.logstore.log_snapshots import Attempt, TableRef
+from dbt.adapters.logstore.commit.snapshots import Attempt, TableRef
 from dbt.adapters.logstore.formats import connect_schema, decode_value, decode_json, value_shape, ENVELOPE, BARE_ROW
 from dbt.adapters.logstore.formats.connect_schema import field_schema
-from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.config.log_config import LogConfigError, ModelRef, resolve_log_config
 
 COLUMNS = (("id", "int"), ("name", "string"), ("amount", "decimal(12,3)"), ("day", "date"),
            ("at", "timestamp"), ("at_ntz", "timestamp_ntz"), ("flag", "boolean"), ("big", "bigint"),
@@ -131,7 +131,7 @@ def test_a_log_without_the_option_records_nothing_new():
 def test_columns_without_a_connect_schema_are_refused_before_the_commit():
     from dbt_common.exceptions import DbtRuntimeError
 
-    from dbt.adapters.logstore.change_checks import check_columns
+    from dbt.adapters.logstore.changes.checks import check_columns
 
     log = _attempt().log
     check_columns(log, COLUMNS)  # every type of the table above has one

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from dbt.adapters.logstore.log_snapshots import Attempt, TableRef
+from dbt.adapters.logstore.commit.snapshots import Attempt, TableRef
 from dbt.adapters.logstore.formats import debezium_transactions as tx
-from dbt.adapters.logstore.log_config import LogConfigError, ModelRef, resolve_log_config
+from dbt.adapters.logstore.config.log_config import LogConfigError, ModelRef, resolve_log_config
 
 
 class RecordingWriter:
@@ -86,7 +86,7 @@ def test_the_topic_can_be_named_and_parallel_writers_are_refused():
 
 
 def test_a_topic_cannot_turn_the_option_on_midstream():
-    from dbt.adapters.logstore.commit_protocol import log_is_new
+    from dbt.adapters.logstore.commit.protocol import log_is_new
 
     log = _attempt().log
     props = {"log.system": "kafka", "kafka.topic": log.topic, "kafka.bootstrap.servers": "x:1",

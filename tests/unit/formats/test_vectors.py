@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from dbt.adapters.logstore.__version__ import version
-from dbt.adapters.logstore.log_snapshots import Attempt, TableRef
-from dbt.adapters.logstore.json_images import JsonImages, TIMESTAMP_ISO
-from dbt.adapters.logstore.log_config import LogConfig
+from dbt.adapters.logstore.commit.snapshots import Attempt, TableRef
+from dbt.adapters.logstore.spark.json_images import JsonImages, TIMESTAMP_ISO
+from dbt.adapters.logstore.config.log_config import LogConfig
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 RECORDS = json.loads((VECTORS / "records-0.json").read_text())

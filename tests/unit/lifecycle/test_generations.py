@@ -1,10 +1,10 @@
 """lifecycle/generations.py and the readers' side of generations (start points, replica reset)."""
-from dbt.adapters.logstore.control_records import Confirmation
-from dbt.adapters.logstore.lifecycle.generations import (
+from dbt.adapters.logstore.log.control_records import Confirmation
+from dbt.adapters.logstore.log.lifecycle.generations import (
     Generation, GenerationStart, generations, reachable,
 )
-from dbt.adapters.logstore.reader import StartPoint, start_after
-from dbt.adapters.logstore.replay import ChangeRecord, Normalizer, Replica
+from dbt.adapters.logstore.reading.reader import StartPoint, start_after
+from dbt.adapters.logstore.reading.replay import ChangeRecord, Normalizer, Replica
 
 
 def c(snapshot, generation=None, start=None, ts=0):
@@ -59,8 +59,8 @@ def test_the_normalizer_starts_over_at_a_generation():
 def test_a_downstream_read_across_a_new_generation_or_deleted_records_is_refused():
     import pytest
 
-    from dbt.adapters.logstore.reader import ReaderError
-    from dbt.adapters.logstore.source_changes import SourcePosition, plan_read
+    from dbt.adapters.logstore.reading.reader import ReaderError
+    from dbt.adapters.logstore.reading.source_changes import SourcePosition, plan_read
 
     at_2 = SourcePosition("t", 2, {"0": 1})
     plain = [c(1, 1, {0: 0}), c(2, 1), c(3, 1)]

@@ -2,11 +2,11 @@
 state and the table's properties (no broker: LogState is data)."""
 import json
 
-from dbt.adapters.logstore.control_records import confirmation_record
-from dbt.adapters.logstore.lifecycle.identity import assess, identity_properties, lost_message
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_snapshots import Snapshot, TableRef
-from dbt.adapters.logstore.log_system import LogRecord, LogState, WriteResult
+from dbt.adapters.logstore.log.control_records import confirmation_record
+from dbt.adapters.logstore.log.lifecycle.identity import assess, identity_properties, lost_message
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.commit.snapshots import Snapshot, TableRef
+from dbt.adapters.logstore.log.log_system import LogRecord, LogState, WriteResult
 
 LOG = LogConfig(model="orders", system="kafka", topic="shop.orders", bootstrap_servers="b:9092",
                 unique_key=("id",))
@@ -124,7 +124,7 @@ def test_a_generation_falls_due_after_its_interval():
 
 
 def test_a_log_system_that_cannot_observe_its_logs_is_not_judged():
-    from dbt.adapters.logstore.log_system import LogSystem
+    from dbt.adapters.logstore.log.log_system import LogSystem
 
     class Blind(LogSystem):
         name = "blind"

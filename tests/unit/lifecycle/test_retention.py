@@ -1,8 +1,8 @@
 """lifecycle/retention.py: settings a new topic is created with, and the warning for settings that
 delete what a consumer from the log's start needs."""
-from dbt.adapters.logstore.lifecycle.retention import creation_settings, warnings
-from dbt.adapters.logstore.log_config import LogConfig
-from dbt.adapters.logstore.log_system import LogState
+from dbt.adapters.logstore.log.lifecycle.retention import creation_settings, warnings
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.log.log_system import LogState
 
 KEYLESS = LogConfig(model="events", system="kafka", topic="t", bootstrap_servers="b:9092")
 KEYED = LogConfig(model="orders", system="kafka", topic="t", bootstrap_servers="b:9092",

@@ -20,11 +20,11 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.formats import connect_schema, debezium_json, debezium_transactions, json_rows
 from dbt.adapters.logstore.formats.base import (  # the interface, for the package's users
-    OP_DELETE, OP_INSERT, OP_READ, OP_UPDATE, OPS, Decoded, FormatOption, FormatRefusal,
+    OP_DELETE, OP_INSERT, OP_READ, OP_UPDATE, OPS, ChangeRecord, Decoded, FormatOption, FormatRefusal,
     RecordEncoder, RecordFormat, TableShape, decode_json, field_text, field_texts,
     is_tombstone_after_delete,
 )
-from dbt.adapters.logstore.json_images import JsonImages
+from dbt.adapters.logstore.spark.json_images import JsonImages
 
 # --- the registry --------------------------------------------------------------------------
 
@@ -111,12 +111,10 @@ def _payload_text(text: str) -> str:
     return fields["payload"] if connect_schema.unwrap(decode_json(text.encode())) is not None else text
 
 
-def decode_record(msg: Any, snapshot: int) -> "ChangeRecord":
+def decode_record(msg: Any, snapshot: int) -> ChangeRecord:
     """A data record (its .key, .value, .partition, .offset) as a change of snapshot `snapshot`.
     A tombstone that repeats the `d` event before it (is_tombstone_after_delete) is not a change
     of its own: callers skip it."""
-    from dbt.adapters.logstore.replay import ChangeRecord
-
     change = decode_value(decode_json(msg.key), decode_json(msg.value))
     return ChangeRecord(msg.partition, msg.offset, change.key, change.op, change.before,
                         change.after, change.ts_ms, snapshot)

@@ -10,6 +10,24 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.names import H_TOMBSTONE
 
+
+# The change a reader delivers (decode_record makes one; reading/replay.py applies them).
+@dataclass(frozen=True)
+class ChangeRecord:
+    partition: int
+    offset: int
+    key: Optional[Dict[str, Any]]
+    # c insert, u update, d delete, r a row of a table snapshot (a generation's copy of the
+    # table, or the hybrid read's rows), g a generation starts (GENERATION_STARTS: no row)
+    op: str
+    before: Optional[Dict[str, Any]]
+    after: Optional[Dict[str, Any]]
+    ts_ms: int
+    snapshot: int = 0
+    # set on the records of a snapshot that starts a log generation (its number): from here
+    # the log holds the table's complete rows, and what came before is superseded
+    generation: Optional[int] = None
+
 OP_INSERT, OP_UPDATE, OP_DELETE = "c", "u", "d"
 OP_READ = "r"  # Debezium's snapshot read: an insert of a row that was there before the log
 OPS = (OP_INSERT, OP_UPDATE, OP_DELETE)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.formats.base import FormatOption, RecordEncoder, RecordFormat, TableShape
-from dbt.adapters.logstore.json_images import sql_string
+from dbt.adapters.logstore.spark.json_images import sql_string
 
 SCHEMA_INCLUDE = "log.format.schema-include"
 OPTIONS = (FormatOption(

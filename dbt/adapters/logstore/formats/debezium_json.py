@@ -23,7 +23,7 @@ from dbt.adapters.logstore.formats.base import (
     OP_DELETE, OP_INSERT, OP_READ, OPS, Decoded, FormatRefusal, RecordEncoder, RecordFormat,
     TableShape, check_op,
 )
-from dbt.adapters.logstore.json_images import sql_string
+from dbt.adapters.logstore.spark.json_images import sql_string
 
 NAME = "debezium-json"
 # The fields of the envelope written here: a value with exactly these (and optionally Debezium's

@@ -16,7 +16,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from dbt.adapters.logstore.formats.base import (
     OP_DELETE, OP_INSERT, Decoded, FormatRefusal, RecordEncoder, RecordFormat, TableShape, check_op,
 )
-from dbt.adapters.logstore.json_images import sql_string
+from dbt.adapters.logstore.spark.json_images import sql_string
 
 NAME = "json"
 

@@ -1,0 +1,83 @@
+"""Every field this adapter adds to a profile, checked when a connection opens (dbt debug,
+dbt run, every `dbt-logstore` command) before Spark or Kafka is reached: a bad one is one
+sentence naming the field and the profile, as the CLI's own arguments are checked."""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional
+
+from dbt_common.exceptions import DbtRuntimeError
+
+from dbt.adapters.logstore.spark.engine_output import ENGINE_OUTPUTS
+from dbt.adapters.logstore.config.options import (
+    KAFKA_CLIENTS, ProfileConfigError, check_profile_properties,
+)
+from dbt.adapters.logstore.config.server_list import checked_servers
+
+
+class ProfileFieldError(DbtRuntimeError):
+    """A field of the profile is not one the adapter can use (the message says which, why,
+    and what is allowed)."""
+
+
+def _where(profile: Optional[str], target: Optional[str]) -> str:
+    if profile and target:
+        return f"profile '{profile}' (target '{target}')"
+    return f"profile '{profile}'" if profile else "the profile"
+
+
+def check_profile(creds: Any, profile: Optional[str] = None, target: Optional[str] = None) -> None:
+    """ProfileFieldError for the first field that cannot be used."""
+    where = _where(profile, target)
+
+    def refuse(field: str, value: Any, why: str) -> ProfileFieldError:
+        return ProfileFieldError(f"Field {field} of the {where}: {value!r} {why}.")
+
+    servers = getattr(creds, "kafka_bootstrap_servers", None)
+    if servers is not None:
+        try:
+            checked_servers(str(servers))
+        except ValueError as exc:
+            raise ProfileFieldError(f"Field kafka_bootstrap_servers of the {where}: {exc}.") from None
+    client = getattr(creds, "kafka_client", "kafka-python")
+    if str(client).strip().lower() not in KAFKA_CLIENTS:
+        raise refuse("kafka_client", client,
+                     f"is not a Kafka client: give {' or '.join(KAFKA_CLIENTS)} (confluent "
+                     f"needs pip install 'dbt-logstore[confluent]')")
+    properties = getattr(creds, "kafka_properties", None) or {}
+    if not isinstance(properties, dict):
+        raise refuse("kafka_properties", properties, "is not a mapping: give property: value "
+                     "pairs in Java spelling, e.g. security.protocol: SASL_SSL")
+    try:
+        check_profile_properties("", properties, str(client).strip().lower())
+    except ProfileConfigError as exc:
+        detail = exc.detail.replace(" (profile 'kafka_properties')", "")
+        raise ProfileFieldError(f"Field kafka_properties of the {where}: {detail}") from None
+    lease = getattr(creds, "lock_lease_seconds", 600)
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not math.isfinite(lease) \
+            or lease <= 0:
+        shown = f"{lease:g}" if isinstance(lease, (int, float)) else repr(lease)
+        raise ProfileFieldError(f"Field lock_lease_seconds of the {where}: {shown} is not a "
+                                f"number of seconds above 0: give e.g. 600.")
+    output = getattr(creds, "engine_output", "file")
+    if output not in ENGINE_OUTPUTS:
+        raise refuse("engine_output", output,
+                     f"is not one of {', '.join(ENGINE_OUTPUTS)}: give file (Spark's output in "
+                     f"logs/dbt-logstore-engine.log) or console")
+
+
+def check_project_profile(project_dir: Any, profiles_dir: str, target: Optional[str],
+                          vars: Dict[str, Any]) -> None:
+    """The checks of a dbt project's profile as dbt reads it, before the project is parsed
+    (whose own checks would name a model for the profile's mistake): the `dbt-logstore`
+    commands'."""
+    from argparse import Namespace
+
+    from dbt import flags
+    from dbt.config.runtime import RuntimeConfig
+
+    args = Namespace(project_dir=str(project_dir), profiles_dir=profiles_dir, target=target,
+                     profile=None, threads=None, vars=dict(vars))
+    flags.set_from_args(args, {})
+    config = RuntimeConfig.from_args(args)
+    check_profile(config.credentials, config.profile_name, config.target_name)
