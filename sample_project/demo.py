@@ -245,7 +245,7 @@ def log_value(value: Any, data_type: Any) -> Any:
 
 def compare(spark: Any, model: str, table: str, topic: str, key: Sequence[str],
             records: List[Any]) -> bool:
-    from dbt.adapters.logstore.replay import Replica
+    from dbt.adapters.logstore.reading.replay import Replica
 
     replica = Replica()
     for record in records:  # partition order is kept, so every key's changes are in order
@@ -309,7 +309,7 @@ def demo(dbt: Dbt) -> bool:
     dbt("run", "--vars", "{day: 2}", label="run day 2")
     dbt("test", "--vars", "{day: 2}")
 
-    from dbt.adapters.logstore.reader import read_changelog
+    from dbt.adapters.logstore.reading.reader import read_changelog
     from pyspark.sql import SparkSession
 
     banner("The changelogs, read back from the broker (read_committed)")
@@ -338,7 +338,7 @@ def demo(dbt: Dbt) -> bool:
 def main() -> int:
     started = time.monotonic()
     sys.stdout.reconfigure(line_buffering=True)  # keep our lines in order with dbt's when piped
-    from dbt.adapters.logstore.broker import BrokerError, EmbeddedBroker
+    from dbt.adapters.logstore.cli.broker import BrokerError, EmbeddedBroker
 
     # Start from a clean state. The broker keeps its topics in memory, so every demo starts with
     # empty topics; the Spark warehouse and Derby metastore, though, persist on disk in
