@@ -5,7 +5,7 @@ import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.changes import checks as change_checks
-from dbt.adapters.logstore.config import options as log_options
+from dbt.adapters.logstore.config import option_readers, options as log_options
 from dbt.adapters.logstore.log.kafka import config as kafka_config
 from dbt.adapters.logstore.config.log_config import (
     LogConfigError, ModelRef, check_all, node_config, resolve_log_config,
@@ -339,7 +339,7 @@ def test_a_key_that_is_not_column_names_is_an_error(value):
 
 
 def test_read_unique_key_directly():
-    read = log_options.read_unique_key
+    read = option_readers.read_unique_key
     assert read("m", ["b", "a", "B", "a"]) == ("b", "a")
     assert read("m", "id") == ("id",)
 

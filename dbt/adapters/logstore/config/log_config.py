@@ -16,13 +16,15 @@ from dbt.adapters.logstore import formats
 from dbt.adapters.logstore.formats import FormatRefusal, connect_schema, debezium_transactions
 from dbt.adapters.logstore.config.sources import config_sources
 from dbt.adapters.logstore.spark.json_images import TIMESTAMP_ISO, TIMESTAMP_SQL, JsonImages
+from dbt.adapters.logstore.config.key_checks import check_known_keys, pass_through
+from dbt.adapters.logstore.config.option_readers import (
+    is_given, lookup, read_boolean, read_choice, read_client, read_duration_ms, read_format_options,
+    read_parallelism, read_positive_int, read_system, read_timestamp_standard, read_unique_key,
+    refuse_merge_only_options,
+)
 from dbt.adapters.logstore.config.options import (
     CHANGELOG_MODES, CONSISTENCIES, EMIT_MODES, FORMATS, KEY_FORMATS, LOGGABLE_MATERIALIZATIONS,
-    LOGGABLE_STRATEGIES, ON_LOST, LogConfigError, ProfileConfigError, check_known_keys, is_given,
-    lookup, option_error, pass_through, read_boolean, read_choice, read_client, read_duration_ms, read_format_options,
-    read_parallelism,
-    read_positive_int, read_system, read_timestamp_standard, read_unique_key,
-    refuse_merge_only_options,
+    LOGGABLE_STRATEGIES, ON_LOST, LogConfigError, ProfileConfigError, option_error,
 )
 from dbt.adapters.logstore.names import CONTROL_TOPIC_SUFFIX
 

@@ -9,9 +9,8 @@ from typing import Any, Dict, Optional
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.spark.engine_output import ENGINE_OUTPUTS
-from dbt.adapters.logstore.config.options import (
-    KAFKA_CLIENTS, ProfileConfigError, check_profile_properties,
-)
+from dbt.adapters.logstore.config.key_checks import check_profile_properties
+from dbt.adapters.logstore.config.options import KAFKA_CLIENTS, ProfileConfigError
 from dbt.adapters.logstore.config.server_list import checked_servers
 
 

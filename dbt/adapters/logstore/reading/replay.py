@@ -5,7 +5,6 @@ by applying them in order (Replica). No Kafka here: reader.py reads and decodes 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.formats.base import ChangeRecord  # noqa: F401 (replay.ChangeRecord, public)

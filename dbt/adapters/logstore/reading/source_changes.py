@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.log.control_records import DELIVER, ConfirmedAttempts, RecordTags
 from dbt.adapters.logstore.formats import BARE_ROW, ENVELOPE, is_tombstone_after_delete, value_shape
-from dbt.adapters.logstore.spark.json_images import DEFAULT_IMAGES, JsonImages, quote_identifier, sql_string
+from dbt.adapters.logstore.spark.json_images import DEFAULT_IMAGES, JsonImages, quote_identifier
 from dbt.adapters.logstore.log.log_system import LogReader, LogRecord
 from dbt.adapters.logstore.names import (
     SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN,
