@@ -2,7 +2,7 @@
 
 The page (docs/configuration.md) holds markers such as `<!-- reference: model-options -->`;
 dbt/adapters/logstore/config/reference.py replaces each with its table, from the options'
-vocabulary (log_options.py, the formats' own options) and the profile fields (credentials.py).
+vocabulary (config/options.py, the formats' own options) and the profile fields (credentials.py).
 """
 from dbt.adapters.logstore.config.reference import MARKER, expand
 

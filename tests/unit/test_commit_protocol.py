@@ -1,4 +1,4 @@
-"""The commit protocol (commit_protocol.py): its recovery decisions, when a log starts, and the
+"""The commit protocol (commit/protocol.py): its recovery decisions, when a log starts, and the
 order of a commit's steps over a recording fake of dbt and Spark."""
 import pytest
 from dbt_common.exceptions import DbtRuntimeError as _RuntimeError

@@ -1,5 +1,5 @@
 """A table's snapshots in its log: snapshots, confirmations and streaming a change set into a
-(fake) log (log_snapshots.py)."""
+(fake) log (commit/snapshots.py)."""
 import json
 import os
 import re

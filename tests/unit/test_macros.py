@@ -248,7 +248,7 @@ class FakeAdapter:
         # whitespace collapsed, line comments dropped (dbt's get_merge_sql starts with one)
         self.calls.append(Call("adapter.execute", {"sql": _sql(re.sub(r"--[^\n]*", "", sql))}))
 
-    # logstore's commit protocol: the real sequence (commit_protocol.py) over this fake's steps
+    # logstore's commit protocol: the real sequence (commit/protocol.py) over this fake's steps
     @recorded
     def logstore_begin(self, log, target_relation, partition_by, invocation_id, changeset, resnapshot=False):
         return LogstoreAdapter.logstore_begin(self, log, target_relation, partition_by, invocation_id,

@@ -2,7 +2,7 @@
 
 What each field this adapter adds means (FIELD_DESCRIPTIONS, with `host`, whose default it
 changes) is here too: the Configuration page of the documentation is rendered from it and from
-the fields' defaults (config_reference.py)."""
+the fields' defaults (config/reference.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -131,7 +131,7 @@ class LogstoreAdapter(SparkAdapter):
         logger.info(run_modes.not_logged_explanation(log, flag))
         return run_modes.not_logged(log, flag, created)
 
-    # --- the commit protocol, as the materializations call it (commit_protocol.py) -------
+    # --- the commit protocol, as the materializations call it (commit/protocol.py) -------
     # The adapter is the protocol's `steps`: the methods below these four.
 
     @available.parse_none

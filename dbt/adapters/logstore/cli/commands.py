@@ -39,7 +39,7 @@ EXIT_CODES = """exit codes:
 
 
 from dbt.adapters.logstore.cli.endings import Interrupts, children, interrupted, pipe_closed  # noqa: E402
-# the arguments, checked as they are parsed (cli_arguments.py)
+# the arguments, checked as they are parsed (cli/arguments.py)
 from dbt.adapters.logstore.cli.arguments import (  # noqa: E402
     _Parser, bootstrap_servers, host, port, profiles_dir, project_dir, seconds,
 )

@@ -30,7 +30,7 @@ The materialization stages the new rows. Then:
        set id, the row counts before and after, the table's state before), then the statement,
        then the tag. A run that dies between statement and tag is judged by `recovery_action`.
   7. `finish`: the change set is written to the log as the table's next snapshot
-     (log_snapshots.py: every record carries headers naming table, snapshot, change set and
+     (commit/snapshots.py: every record carries headers naming table, snapshot, change set and
      write attempt; a confirmation record in the control topic `<topic>` + CONTROL_TOPIC_SUFFIX
      states what the attempt wrote);
   8. the table is tagged `MIRRORED = <id>` with the snapshot id and the log offsets after it,
@@ -91,7 +91,7 @@ class Steps(Protocol):
                             record_sources: bool = True) -> Dict[str, str]: ...
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
                                    replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]: ...
-    # the change set (changes.py, change_checks.py)
+    # the change set (changes/diff.py, changes/checks.py)
     def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None: ...
     def logstore_change_sql(self, log: LogConfig, new_relation: Any, old_relation: Any = None,
                             scope_by: Any = None, scope_relation: Any = None,

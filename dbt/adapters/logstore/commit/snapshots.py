@@ -1,7 +1,7 @@
 """A logged table's snapshots in its log: what one is (its id and the log offsets after it), how
 one attempt writes a committed change set as the next snapshot (records with the protocol's
 headers, then a confirmation record in the control topic: control_records.py), and which
-snapshot a reader may start from. commit_protocol.py says when this happens in a commit.
+snapshot a reader may start from. commit/protocol.py says when this happens in a commit.
 
 Each attempt is all or nothing for `transactional` logs: its records and its confirmation are
 one Kafka transaction; an idempotent producer writes them for `eventual`. A parallel attempt's

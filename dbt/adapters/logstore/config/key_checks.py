@@ -154,7 +154,7 @@ def check_known_keys(model: str, raw: Mapping[str, Any], client: Optional[str] =
     taker = None
     if any(_family(key) in CLIENT_PREFIXES + ("kafka_",) for key in raw):
         taker = _client(client)
-    # where each key was set (config_sources.py): config(), a schema.yml, else dbt_project.yml
+    # where each key was set (config/sources.py): config(), a schema.yml, else dbt_project.yml
     where = (lambda key: sources.get(key, "dbt_project.yml")) if sources is not None else (
         lambda key: "model config")
     problems = [p for p in (_unknown_key(key, value, taker, where(key))

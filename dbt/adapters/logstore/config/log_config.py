@@ -2,8 +2,8 @@
 
 The home of `LogConfig`, `ModelRef`, `control_topic_for` and `resolve_log_config`, which checks
 the options against each other and against the model (materialization, strategy, key). The
-options' spellings, defaults and one-option readers are in log_options.py; what a continuing
-log keeps from its table is in log_continuation.py. Validation happens here, before any table
+options' spellings and defaults are in options.py, their one-option readers in option_readers.py; what a continuing
+log keeps from its table is in config/continuation.py. Validation happens here, before any table
 or topic is touched; every error names the model, the key, the value and what is allowed.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class ModelRef:
     incremental_strategy: Optional[str] = None
     language: str = "sql"
     # (key, where it was set) for keys set by config() or schema.yml, the rest set in
-    # dbt_project.yml (config_sources.py); None: not known
+    # dbt_project.yml (config/sources.py); None: not known
     sources: Optional[Tuple[Tuple[str, str], ...]] = None
 
     @classmethod

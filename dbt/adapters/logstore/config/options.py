@@ -33,7 +33,7 @@ KAFKA_CLIENTS = ("kafka-python", "confluent")
 BOOLEANS = ("true", "false")
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental", "seed", "snapshot")
 LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge", "microbatch")
-# dbt's `merge` options that Spark's MERGE applies but the logged change set (changes.py: full
+# dbt's `merge` options that Spark's MERGE applies but the logged change set (changes/diff.py: full
 # rows, scoped by unique_key alone) and the upsert by rewrite do not: with one of them set, the
 # log would record changes the table did not make. `predicates` is dbt's older spelling of
 # `incremental_predicates`. Refused on a logged merge model until the change set honours them.

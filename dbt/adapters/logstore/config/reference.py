@@ -1,5 +1,5 @@
 """The configuration reference, rendered from the code as Markdown tables: the model options from
-their one vocabulary (log_options.py: SPELLINGS, DEFAULTS, ALLOWED, DESCRIPTIONS, OTHER_KEYS,
+their one vocabulary (config/options.py: SPELLINGS, DEFAULTS, ALLOWED, DESCRIPTIONS, OTHER_KEYS,
 OWN_PREFIXES, and the formats' own FormatOption entries) and the profile fields from the
 credentials (credentials.py: the fields, their defaults, FIELD_DESCRIPTIONS).
 

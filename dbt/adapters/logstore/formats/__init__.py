@@ -31,7 +31,7 @@ from dbt.adapters.logstore.spark.json_images import JsonImages
 
 # In the order a reader tries them (decode_value): json_rows reads any value, so it stays last.
 FORMATS: Dict[str, RecordFormat] = {f.name: f for f in (debezium_json.FORMAT, json_rows.FORMAT)}
-# Options the format modules add (log_options.py reads their spellings with the core options').
+# Options the format modules add (config/options.py reads their spellings with the core options').
 FORMAT_OPTIONS: Tuple[FormatOption, ...] = (*connect_schema.OPTIONS, *debezium_transactions.OPTIONS)
 
 

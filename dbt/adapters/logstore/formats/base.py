@@ -39,7 +39,7 @@ class FormatRefusal(ValueError):
 
 @dataclass(frozen=True)
 class FormatOption:
-    """An option a format module adds to the log options' vocabulary (log_options.py)."""
+    """An option a format module adds to the log options' vocabulary (config/options.py)."""
 
     key: str  # Paimon-style dotted spelling
     spellings: Tuple[str, ...]  # dbt's (underscored) and any other

@@ -1,6 +1,6 @@
 """Row images as JSON: how a table row is written as one JSON object by Spark itself (`to_json`),
 so every Spark type has one documented rule and no row is converted value by value in Python.
-The formats (formats/) put these images into records; change sets (changes.py) hold them.
+The formats (formats/) put these images into records; change sets (changes/diff.py) hold them.
 
 - null -> JSON null (null fields are kept, never dropped);
 - decimal -> JSON number with the exact digits of the value (no float rounding); Java's form,

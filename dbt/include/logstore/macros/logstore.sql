@@ -1,5 +1,5 @@
 {#-- The logged materializations' shared steps. The commit protocol's order is Python's
-     (dbt/adapters/logstore/commit_protocol.py): each macro here that changes the table or the
+     (dbt/adapters/logstore/commit/protocol.py): each macro here that changes the table or the
      log is one call to it, with the SQL only dbt can render (the model's own statement and
      clauses). --#}
 
