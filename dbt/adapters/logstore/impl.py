@@ -13,44 +13,28 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from dbt.adapters.base import available
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.changes import checks as change_checks, diff as changes, retraction
-from dbt.adapters.logstore.commit import protocol as commit_protocol, snapshots as log_snapshots, mirror, run_lock, run_modes, table_commit
 from dbt.adapters.logstore import faults, names
-from dbt.adapters.logstore.spark import leftovers, row_source, table_formats
-from dbt.adapters.logstore.reading import source_changes, source_landing
-from dbt.adapters.logstore.spark.catalog import Catalog, logger, set_properties_sql
-from dbt.adapters.logstore.connections import LogstoreConnectionManager
-from dbt.adapters.logstore.config.log_config import (
-    LogConfig, ModelRef, check_all, node_config, resolve_log_config,
-)
-from dbt.adapters.logstore.log.lifecycle import identity, retention
-from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.changes import checks as change_checks, diff as changes, retraction
+from dbt.adapters.logstore.commit import mirror, run_lock, run_modes, table_commit
+from dbt.adapters.logstore.commit import protocol as commit_protocol, snapshots as log_snapshots
+from dbt.adapters.logstore.commit.model_run import ModelRunState
 from dbt.adapters.logstore.config.address import PROFILE_SERVERS, servers_setting_of, with_servers_setting
 from dbt.adapters.logstore.config.continuation import continue_stored_shape
-from dbt.adapters.logstore.log.log_system import LogState, get_log_system
+from dbt.adapters.logstore.config.log_config import LogConfig, ModelRef, check_all, node_config, resolve_log_config
+from dbt.adapters.logstore.connections import LogstoreConnectionManager
+from dbt.adapters.logstore.log.lifecycle import identity, retention
+from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.log.log_system import ModelLog, open_model_log
+from dbt.adapters.logstore.reading import source_changes, source_landing
+from dbt.adapters.logstore.spark import leftovers, row_source, table_formats
+from dbt.adapters.logstore.spark.catalog import Catalog, logger, set_properties_sql
 from dbt.adapters.logstore.spark.row_source import active_spark
-
-@dataclass
-class ModelRunState:
-    """What a thread's model run holds until dbt's post-model hook: its run lock, the upstream
-    positions to record with its commit, and the upstream changes it landed (tables, views)."""
-
-    lock: Optional[str] = None
-    owner: Optional[run_lock.LockOwner] = None  # this run, as its lock names it
-    sources: Optional[str] = None
-    landed: List[str] = field(default_factory=list)
-    log_state: Optional[LogState] = None  # the log as this run found it (lifecycle/identity.py)
-    generation: Optional[GenerationStart] = None  # the generation this run's commit starts
-    target: Any = None  # the model's table, once this run holds its lock
-    committed: bool = False  # its commit and log write went through (else a failure cleans up)
-
 
 class LogstoreAdapter(SparkAdapter):
     ConnectionManager = LogstoreConnectionManager  # type: ignore[assignment]
@@ -269,6 +253,9 @@ class LogstoreAdapter(SparkAdapter):
     def _run_state(self) -> ModelRunState:
         return self._run_states.setdefault(threading.get_ident(), ModelRunState())
 
+    def _model_log(self, log: LogConfig) -> ModelLog:
+        return self._run_state().model_log(log)
+
     # --- before the table changes --------------------------------------------------------
 
     def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str:
@@ -283,11 +270,12 @@ class LogstoreAdapter(SparkAdapter):
 
     def logstore_prepare(self, log: LogConfig) -> int:
         """The log is reachable and its topic exists; returns the topic's partition count."""
-        partitions = log_snapshots.prepare_log(log)
+        model_log = self._model_log(log)
+        partitions = log_snapshots.prepare_log(log, model_log)
         state = self._run_state().log_state
         if state is not None and not (state.topic_exists and state.control_topic_exists):
             # topics created just now: their ids are recorded with the snapshot
-            state = self._run_state().log_state = get_log_system(log.system).observe(log)
+            state = self._run_state().log_state = model_log.observe()
         for warning in retention.warnings(log, state) if state is not None else ():
             logger.warning(warning)  # what the topic's settings keep (lifecycle/retention.py)
         return partitions
@@ -295,8 +283,7 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_assess_log(self, log: LogConfig, target_relation: Any, relation: Any) -> identity.Assessment:
         """Whether the topic still holds the table's log (lifecycle/identity.py), observed
         without changing anything (kept for the run: its ids are recorded with the snapshot)."""
-        state = get_log_system(log.system).observe(log)
-        self._run_state().log_state = state
+        state = self._run_state().log_state = self._model_log(log).observe()
         logger.debug(f"{log.model}: the log as found: cluster {state.cluster_id}, topic "
                      f"{state.topic_id} ({state.start_offsets} to {state.end_offsets}), control topic "
                      f"{state.control_topic_id} ({len(state.control_records)} records), {state.settings}")
@@ -383,8 +370,9 @@ class LogstoreAdapter(SparkAdapter):
         state = self._run_state()
         if retraction.needed(log, state.generation) and state.target is not None:
             retraction.retract_lost_keys(
-                self._catalog(), self.connections.get_thread_connection().handle, log,
-                state.generation, changes_relation, self.logstore_relation(state.target, "held"))
+                self._catalog(), self.connections.get_thread_connection().handle,
+                self._model_log(log), state.generation, changes_relation,
+                self.logstore_relation(state.target, "held"))
 
     def logstore_crash_point(self, point: str) -> str:
         """Fault tests: die (or pause) here when LOGSTORE_FAULT_INJECT (or _PAUSE) names it."""
@@ -415,7 +403,7 @@ class LogstoreAdapter(SparkAdapter):
         recovering, adopt the snapshot an earlier attempt already confirmed)."""
         started = time.monotonic()
         snapshot = mirror.mirror_change_set(
-            log, self._catalog(), self.connections.get_thread_connection().handle,
+            self._model_log(log), self._catalog(), self.connections.get_thread_connection().handle,
             str(changes_relation), target_relation, changeset, recovering, log_starts)
         return mirror.response(log, snapshot, rows_affected, time.monotonic() - started)
 
@@ -529,7 +517,7 @@ class LogstoreAdapter(SparkAdapter):
                       client_properties=dict(getattr(creds, "kafka_properties", {}) or {})),
             PROFILE_SERVERS)
         try:
-            lines = get_log_system("kafka").check(log)
+            lines = open_model_log(log).check()
         except DbtRuntimeError as exc:  # its subject is dbt debug's check, not a model
             from dbt.adapters.logstore.cli.error_wording import own_text, reworded
             raise DbtRuntimeError(reworded(own_text(exc), "dbt debug", "dbt debug")) from None

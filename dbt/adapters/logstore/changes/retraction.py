@@ -23,7 +23,7 @@ from dbt.adapters.logstore.formats import OP_DELETE, get_format, held_after
 from dbt.adapters.logstore.spark.json_images import quote_identifier
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.config.log_config import LogConfig
-from dbt.adapters.logstore.log.log_system import LogReader, get_log_system
+from dbt.adapters.logstore.log.log_system import LogReader, ModelLog
 from dbt.adapters.logstore.names import CHANGE_COLUMNS
 from dbt.adapters.logstore.spark.row_source import active_spark
 
@@ -98,11 +98,13 @@ def _land(catalog: Catalog, handle: Any, reader: LogReader, chosen: List[Range],
         catalog.run(statement)
 
 
-def retract_lost_keys(catalog: Catalog, handle: Any, log: LogConfig, start: GenerationStart,
+def retract_lost_keys(catalog: Catalog, handle: Any, model_log: ModelLog, start: GenerationStart,
                       changes_relation: Any, held_relation: Any) -> None:
     """Add to the generation's change table (`changes_relation`) a delete of every key the topic
-    holds a row of that the table no longer has; `held_relation` is scratch, dropped after."""
-    reader = get_log_system(log.system).open_reader(log)
+    holds a row of that the table no longer has (`model_log`: the run's log, the adapter
+    resolved it); `held_relation` is scratch, dropped after."""
+    log = model_log.config
+    reader = model_log.open_reader()
     chosen = ranges(reader, start)
     if not chosen:
         return

@@ -15,7 +15,7 @@ from dbt.adapters.logstore.spark.catalog import Catalog, logger
 from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.config.log_config import LogConfig
-from dbt.adapters.logstore.log.log_system import SqlWriteUnconfirmed, get_log_system
+from dbt.adapters.logstore.log.log_system import ModelLog, SqlWriteUnconfirmed
 from dbt.adapters.logstore.spark.row_source import active_spark, iter_column_batches, run_statement
 
 
@@ -66,11 +66,13 @@ def response(log: LogConfig, snapshot: log_snapshots.Snapshot, rows_affected: Op
     )
 
 
-def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_relation: str,
+def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, changes_relation: str,
                       target_relation: Any, changeset: str, recovering: bool = False,
                       log_starts: bool = False) -> log_snapshots.Snapshot:
     """The snapshot the table's committed change set (`changes_relation`) is in the log as.
-    `handle` is the model thread's dbt-spark connection handle (the rows' way out of Spark)."""
+    `model_log` is the run's log (the adapter resolved it); `handle` is the model thread's
+    dbt-spark connection handle (the rows' way out of Spark)."""
+    log = model_log.config
     props = catalog.properties(target_relation)
     table = log_snapshots.TableRef(str(target_relation.schema), str(target_relation.identifier),
                                    log_snapshots.committed_ms(props, changeset))
@@ -85,8 +87,7 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     generation = start.number if start is not None else previous.generation
     if start is not None:
         previous = log_snapshots.Snapshot(id=start.base, end_offsets=dict(start.offsets))
-    confirmed = (get_log_system(log.system).find_confirmation(log, table.writer_id, changeset)
-                 if recovering else None)
+    confirmed = model_log.find_confirmation(table.writer_id, changeset) if recovering else None
     if confirmed is not None:
         logger.info(f"{log.model}: change set {changeset} was already confirmed as snapshot "
                     f"{confirmed['snapshot']}; not writing it again")
@@ -100,30 +101,32 @@ def mirror_change_set(log: LogConfig, catalog: Catalog, handle: Any, changes_rel
     # is the executors' only way. (The session method keeps its Python tasks: measured side by
     # side they were not slower, and their transactions keep aborted tasks from read_committed
     # readers: docs/performance.md.)
-    sql_tasks = (get_log_system(log.system).sql_tasks(
-        log, lambda sql: run_statement(handle, sql), changes_relation, _sibling(target_relation, "kafka"))
-        if log.parallelism > 1 and spark is None else None)
+    sql_tasks = (model_log.sql_tasks(lambda sql: run_statement(handle, sql), changes_relation,
+                                     _sibling(target_relation, "kafka"))
+                 if log.parallelism > 1 and spark is None else None)
     try:
         if sql_tasks is not None:
             try:
                 return log_snapshots.write_change_set_parallel(
                     log, table, sql_tasks, previous, changeset, version, columns, snapshot_read,
-                    generation, snapshot_read)
+                    generation, snapshot_read, model_log)
             except SqlWriteUnconfirmed as exc:  # its records stay unconfirmed: the cursor goes on
                 logger.warning(f"{exc.msg} Writing the change set through the cursor instead.")
             finally:
                 sql_tasks.close()
         if spark is not None:
             return log_snapshots.write_change_set_parallel(
-                log, table, parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism),
-                previous, changeset, version, columns, snapshot_read, generation, snapshot_read)
+                log, table,
+                parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism, model_log),
+                previous, changeset, version, columns, snapshot_read, generation, snapshot_read,
+                model_log)
         return log_snapshots.write_change_set(
             log, table,
             lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
             previous, changeset,
             progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
             table_version=version, columns=columns, snapshot_read=snapshot_read,
-            generation=generation, starts_generation=snapshot_read,
+            generation=generation, starts_generation=snapshot_read, model_log=model_log,
         )
     except DbtRuntimeError as exc:
         raise DbtRuntimeError(

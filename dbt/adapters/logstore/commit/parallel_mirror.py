@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import pickle
 from functools import partial
-from typing import Any, Callable, Iterable, Iterator, List, Tuple
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore.commit.snapshots import Attempt, write_task_share
-from dbt.adapters.logstore.log.log_system import WriteResult
+from dbt.adapters.logstore.log.log_system import ModelLog, WriteResult
 from dbt.adapters.logstore.spark.row_source import Columns
 
 
-def _task(attempt: Attempt, batches: Iterable[Any]) -> Iterator[Any]:
+def _task(attempt: Attempt, model_log: Optional[ModelLog], batches: Iterable[Any]) -> Iterator[Any]:
     """Runs in a Spark task (a Python worker, mapInArrow): write this partition's records,
     which arrive as Arrow batches; one row of the pickled (writer name, WriteResult) out."""
     import pyarrow as pa
@@ -34,7 +34,7 @@ def _task(attempt: Attempt, batches: Iterable[Any]) -> Iterator[Any]:
         return
     context = TaskContext.get()
     task, task_attempt = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
-    outcome = write_task_share(attempt, task, task_attempt, _chain(first, columns))
+    outcome = write_task_share(attempt, task, task_attempt, _chain(first, columns), model_log)
     yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps(outcome)], pa.binary())],
                                      names=["outcome"])
 
@@ -44,14 +44,15 @@ def _chain(first: Columns, rest: Iterator[Columns]) -> Iterator[Columns]:
     yield from rest
 
 
-def spark_tasks(spark: Any, changes_relation: str, parallelism: int) -> Callable[[Attempt], List[Tuple[str, WriteResult]]]:
+def spark_tasks(spark: Any, changes_relation: str, parallelism: int,
+                model_log: Optional[ModelLog] = None) -> Callable[[Attempt], List[Tuple[str, WriteResult]]]:
     """`run_tasks` for write_change_set_parallel: the attempt's records, split into
-    `parallelism` partitions, each written by one Spark task. Only the tasks' results reach
-    the driver."""
+    `parallelism` partitions, each written by one Spark task (with the run's `model_log`,
+    pickled). Only the tasks' results reach the driver."""
 
     def run(attempt: Attempt) -> List[Tuple[str, WriteResult]]:
         frame = spark.sql(attempt.records_sql(changes_relation)).repartition(parallelism)
-        rows = frame.mapInArrow(partial(_task, attempt), "outcome binary").collect()
+        rows = frame.mapInArrow(partial(_task, attempt, model_log), "outcome binary").collect()
         return [pickle.loads(row[0]) for row in rows]
 
     return run

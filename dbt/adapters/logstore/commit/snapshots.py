@@ -23,7 +23,7 @@ from dbt.adapters.logstore.formats import (
 )
 from dbt.adapters.logstore.spark.json_images import quote_identifier
 from dbt.adapters.logstore.config.log_config import LogConfig
-from dbt.adapters.logstore.log.log_system import LogWriter, WriteResult, get_log_system
+from dbt.adapters.logstore.log.log_system import LogWriter, ModelLog, WriteResult, open_model_log
 from dbt.adapters.logstore.names import (
     CHANGE_COLUMNS, COMMITTED, COMMITTED_MS, GENERATION, GENERATION_OFFSETS, GENERATION_PENDING,
     GENERATION_SNAPSHOT, H_ATTEMPT, H_CHANGESET, H_GENERATION, H_SNAPSHOT, H_TABLE, H_TOMBSTONE,
@@ -303,14 +303,15 @@ def write_change_set(
     snapshot_read: bool = False,
     generation: int = 1,
     starts_generation: bool = False,
+    model_log: Optional[ModelLog] = None,
 ) -> Snapshot:
     """Stream one commit's records (`records` of the attempt: its records_sql, read) into the
     log as snapshot `previous.id + 1`, confirmed by a control record; all or nothing for
     transactional logs. Each call is a new attempt. `columns`, `snapshot_read`, `generation` and
-    `starts_generation`: see Attempt."""
+    `starts_generation`: see Attempt; `model_log`: see opened."""
     attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read,
                           generation, starts_generation)
-    writer = get_log_system(log.system).open_writer(log, table.writer_id)
+    writer = opened(log, model_log).open_writer(table.writer_id)
     confirmation: Dict[str, Any] = {}
     result = _written(writer, lambda: attempt.send_batches(writer, records(attempt), progress=progress),
                       _confirmation(attempt, previous, confirmation))
@@ -320,13 +321,14 @@ def write_change_set(
 
 
 def write_task_share(attempt: Attempt, task: int, task_attempt: int,
-                     batches: Iterable[RecordBatch]) -> Tuple[str, WriteResult]:
+                     batches: Iterable[RecordBatch],
+                     model_log: Optional[ModelLog] = None) -> Tuple[str, WriteResult]:
     """One Spark task's share of a parallel attempt: its records, written and committed with the
     task's own producer (its own transaction in transactional mode), without a confirmation.
-    Returns the writer name (recorded in the H_WRITER header) and what it wrote."""
+    Returns the writer name (recorded in the H_WRITER header) and what it wrote. `model_log`
+    comes from the driver, pickled with the attempt."""
     name = task_writer_name(task, task_attempt)
-    writer = get_log_system(attempt.log.system).open_writer(
-        attempt.log, task_writer_id(attempt.table.writer_id, task))
+    writer = opened(attempt.log, model_log).open_writer(task_writer_id(attempt.table.writer_id, task))
     return name, _written(writer, lambda: attempt.send_batches(writer, batches, writer_name=name))
 
 
@@ -341,6 +343,7 @@ def write_change_set_parallel(
     snapshot_read: bool = False,
     generation: int = 1,
     starts_generation: bool = False,
+    model_log: Optional[ModelLog] = None,
 ) -> Snapshot:
     """A change set written by parallel writers (Spark tasks, `run_tasks`), each committing its
     share with its own producer; the driver then writes the one confirmation, listing every
@@ -350,7 +353,7 @@ def write_change_set_parallel(
     attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read,
                           generation, starts_generation)
     # The table's writer first: it fences a dead driver of an earlier run of this table.
-    coordinator = get_log_system(log.system).open_writer(log, table.writer_id)
+    coordinator = opened(log, model_log).open_writer(table.writer_id)
     confirmation: Dict[str, Any] = {}
     writers: Dict[str, WriteResult] = {}
     coordinator_result = _written(coordinator, lambda: writers.update(run_tasks(attempt)),
@@ -361,9 +364,15 @@ def write_change_set_parallel(
     return replace(Snapshot.from_confirmation(confirmation), longest_transaction_s=longest)
 
 
-def prepare_log(log: LogConfig) -> int:
+def prepare_log(log: LogConfig, model_log: Optional[ModelLog] = None) -> int:
     """The log is reachable and its topic exists; returns the topic's partition count."""
-    return get_log_system(log.system).prepare(log)
+    return opened(log, model_log).prepare()
+
+
+def opened(log: LogConfig, model_log: Optional[ModelLog]) -> ModelLog:
+    """The run's log, as the adapter resolved it (`model_log`, for the options `log`); opened
+    here only for a change set written outside a model's run (tests, tools)."""
+    return model_log.with_config(log) if model_log is not None else open_model_log(log)
 
 
 class UnloggedCommit(ValueError):

@@ -234,3 +234,46 @@ def get_log_system(name: str) -> LogSystem:
         known = sorted({*_REGISTRY, *BUILT_IN})
         raise ValueError(f"unknown log system {name!r}; known: {', '.join(known)}")
     return _REGISTRY[name]()
+
+
+@dataclass(frozen=True)
+class ModelLog:
+    """One model's log for one run: its options and its log system, resolved once
+    (`open_model_log`, by the adapter or a command) and handed down to the stages that talk to
+    the log, none of which looks up the system, the clients' settings or the address again (the
+    system keeps what it resolved for this log: the Kafka system, its clients' settings)."""
+
+    config: LogConfig
+    system: LogSystem
+
+    def with_config(self, config: LogConfig) -> "ModelLog":
+        """The same log system for other options of the same log (a continuing log's stored
+        shape, a log re-based as a new generation)."""
+        return self if config is self.config else ModelLog(config, self.system)
+
+    def observe(self) -> LogState:
+        return self.system.observe(self.config)
+
+    def prepare(self) -> int:
+        return self.system.prepare(self.config)
+
+    def check(self) -> "list[str]":
+        return self.system.check(self.config)
+
+    def find_confirmation(self, table_id: str, changeset: str) -> Optional[Dict[str, Any]]:
+        return self.system.find_confirmation(self.config, table_id, changeset)
+
+    def open_writer(self, writer_id: str) -> LogWriter:
+        return self.system.open_writer(self.config, writer_id)
+
+    def sql_tasks(self, query: Callable[[str], List[Tuple[Any, ...]]], changes_relation: str,
+                  sink_relation: str) -> Optional[Any]:
+        return self.system.sql_tasks(self.config, query, changes_relation, sink_relation)
+
+    def open_reader(self) -> LogReader:
+        return self.system.open_reader(self.config)
+
+
+def open_model_log(config: LogConfig) -> ModelLog:
+    """`config`'s log on its log system (log.system): the one lookup of a model's run."""
+    return ModelLog(config, get_log_system(config.system))

@@ -44,7 +44,7 @@ from dbt.adapters.logstore.log.control_records import (
 from dbt.adapters.logstore.formats import decode_record, is_tombstone_after_delete
 from dbt.adapters.logstore.config.log_config import LogConfig
 from dbt.adapters.logstore.log.log_system import (
-    DEFAULT_SYSTEM, LogFeed, LogReader, LogRecord, ReaderError, get_log_system,
+    DEFAULT_SYSTEM, LogFeed, LogReader, LogRecord, ModelLog, ReaderError, open_model_log,
 )
 from dbt.adapters.logstore.log.lifecycle.generations import generations, reachable
 from dbt.adapters.logstore.reading.replay import ChangeRecord, Normalizer, generation_starts
@@ -138,14 +138,15 @@ def start_after(confirmations: List[Confirmation], start: StartPoint) -> Tuple[i
     raise UsageError(f"Start point '{start}' is not known. Allowed: {', '.join(START_KINDS)}.")
 
 
-def open_log(log: Union[LogConfig, str], topic: Optional[str] = None,
+def open_log(log: Union[LogConfig, ModelLog, str], topic: Optional[str] = None,
              **client_properties: Any) -> LogReader:
-    """The read side of a model's log, on the log system its config names; or, with `log` the
-    address (bootstrap servers) of a `topic`, of that topic on the default log system
-    (`client_properties` as a profile's `kafka_properties`)."""
+    """The read side of a model's log: of the log a command or run resolved (a ModelLog), or on
+    the log system its config names; or, with `log` the address (bootstrap servers) of a
+    `topic`, of that topic on the default log system (`client_properties` as a profile's
+    `kafka_properties`)."""
     if isinstance(log, str):
         log = topic_log(log, str(topic), **client_properties)
-    return get_log_system(log.system).open_reader(log)
+    return (log if isinstance(log, ModelLog) else open_model_log(log)).open_reader()
 
 
 def topic_log(address: str, topic: str, **client_properties: Any) -> LogConfig:

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from dbt.adapters.logstore.commit import snapshots as log_snapshots
 from dbt.adapters.logstore import names
 from dbt.adapters.logstore.log.lifecycle import identity, retention
-from dbt.adapters.logstore.log.log_system import get_log_system
+from dbt.adapters.logstore.log.log_system import open_model_log
 from dbt.adapters.logstore.reading.project import DbtProject, LoggedModel, TableReadError
 from dbt.adapters.logstore.reading.reader import ChangelogReader, StartPoint, open_log
 from dbt.adapters.logstore.reading.replay import Replica
@@ -50,8 +50,9 @@ class ModelStatus:
 def model_status(project: DbtProject, model: LoggedModel, verify: bool = False) -> ModelStatus:
     log = model.log
     status = ModelStatus(model.name, model.relation, str(log.topic))
-    reader = ChangelogReader(open_log(log), model.table_id)
-    state = get_log_system(log.system).observe(log)
+    model_log = open_model_log(log)  # the model's log system, looked up once for its status
+    reader = ChangelogReader(open_log(model_log), model.table_id)
+    state = model_log.observe()
     status.warnings = retention.warnings(log, state)
     try:
         props = project.table_properties(model.relation)

@@ -3,9 +3,11 @@ kafka-python (producer, admin, consumer) and confluent-kafka (librdkafka) take t
 defaults a commit written in one burst wants."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
 
+from dbt.adapters.logstore.config.address import servers_setting
 from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError
 
 # Throughput over latency: a commit is written in one burst, so batch generously.
@@ -64,16 +66,6 @@ def _coerce(value: Any, default: Any) -> Any:
             except ValueError:
                 pass
     return value
-
-
-def consumer_config(log: LogConfig) -> Dict[str, Any]:
-    """kafka-python consumer settings (security and timeouts) from the log's client properties;
-    the servers are not among them (readers take them separately)."""
-    from kafka import KafkaConsumer
-
-    known = KafkaConsumer.DEFAULT_CONFIG
-    return {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items()
-            if k in known and k != "bootstrap_servers"}
 
 
 # librdkafka settings for a commit written in one burst; the user's properties win.
@@ -226,3 +218,29 @@ def _librdkafka_names() -> Tuple[str, ...]:
     candidates = set(_LIBRDKAFKA_COMMON) | set(CONFLUENT_DEFAULTS) | set(CONFLUENT_NAMES)
     candidates |= {n.replace("_", ".") for n in _kafka_python_settings()}
     return tuple(sorted(n for n in candidates if _librdkafka_refusal(librdkafka_name(n), None) is None))
+
+
+@dataclass(frozen=True)
+class KafkaClients:
+    """A log's address and its kafka-python settings, resolved once for a model's run (the log
+    system does it when the adapter binds the log: log_system.ModelLog) and handed to each
+    client it starts: admin conversations, producers, readers and fencing use the same."""
+
+    servers: str  # as the setting gives them, for messages
+    setting: str  # the setting they came from (config/address.py), for errors
+    admin: Dict[str, Any]  # KafkaAdminClient's settings
+    producer: Dict[str, Any]  # KafkaProducer's (PRODUCER_DEFAULTS under the user's)
+    consumer: Dict[str, Any]  # KafkaConsumer's, servers included
+    librdkafka: Dict[str, Any]  # confluent-kafka's (kafka_client: confluent)
+
+
+def resolve_clients(log: LogConfig) -> KafkaClients:
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+    admin = client_config(log, ADMIN_DEFAULTS)
+    return KafkaClients(
+        servers=str(log.bootstrap_servers), setting=servers_setting(log),
+        admin={k: v for k, v in admin.items() if k in KafkaAdminClient.DEFAULT_CONFIG},
+        producer=client_config(log, PRODUCER_DEFAULTS),
+        consumer={k: v for k, v in admin.items() if k in KafkaConsumer.DEFAULT_CONFIG},
+        librdkafka=confluent_config(log))

@@ -8,10 +8,9 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.spark.catalog import logger
-from dbt.adapters.logstore.log.kafka.config import CONFLUENT_DEFAULTS, confluent_config
+from dbt.adapters.logstore.log.kafka.config import CONFLUENT_DEFAULTS, KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import kafka_failure, write_cause
 from dbt.adapters.logstore.log.kafka.writer import TransactionClock, partition_for
-from dbt.adapters.logstore.config.address import servers_setting
 from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log.log_system import LogWriter, WriteResult
 from dbt.adapters.logstore.names import transactional_id
@@ -24,7 +23,7 @@ class ConfluentLogWriter(LogWriter):
 
     POLL_EVERY = 1000  # serve delivery reports while sending
 
-    def __init__(self, log: LogConfig, writer_id: str) -> None:
+    def __init__(self, log: LogConfig, writer_id: str, clients: Optional[KafkaClients] = None) -> None:
         try:
             from confluent_kafka import KafkaException, Producer
         except ImportError as exc:
@@ -32,7 +31,8 @@ class ConfluentLogWriter(LogWriter):
                 f"Model '{log.model}': profile field 'kafka_client' = 'confluent' needs the "
                 f"confluent-kafka package: pip install 'dbt-logstore[confluent]'.") from exc
         self._log = log
-        config = confluent_config(log)
+        clients = clients or resolve_clients(log)  # resolved by the log system for the run
+        config = dict(clients.librdkafka)
         config["enable.idempotence"] = True
         # A fatal error (a fenced producer) as librdkafka reports it, kept for _serve: serving
         # callbacks can end in a SystemError that has lost it.
@@ -54,8 +54,7 @@ class ConfluentLogWriter(LogWriter):
                 self._producer.begin_transaction()
             metadata = self._producer.list_topics(str(log.topic), timeout=10)
         except KafkaException as exc:
-            raise kafka_failure(log.model, log.bootstrap_servers, exc,
-                                setting=servers_setting(log)) from exc
+            raise kafka_failure(log.model, clients.servers, exc, setting=clients.setting) from exc
         topic = metadata.topics.get(str(log.topic))
         self._partitions = sorted(topic.partitions) if topic and topic.partitions else [0]
         self._timeout_ms = config.get("transaction.timeout.ms") or 60000

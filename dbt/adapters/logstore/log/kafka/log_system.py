@@ -10,14 +10,13 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.spark.catalog import logger
 from dbt.adapters.logstore.log.control_records import parse_control_record
-from dbt.adapters.logstore.log.kafka.config import ADMIN_DEFAULTS, PRODUCER_DEFAULTS, client_config
+from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import (
     bridge_kafka_logs, describe, kafka_failure,
 )
 from dbt.adapters.logstore.log.kafka.reading import KafkaLogReader
 from dbt.adapters.logstore.log.kafka.retrying import closing, retriable, with_retries
 from dbt.adapters.logstore.log.lifecycle.retention import creation_settings
-from dbt.adapters.logstore.config.address import servers_setting
 from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log.log_system import LogReader, LogState, LogSystem, LogWriter, ReaderError
 from dbt.adapters.logstore.names import task_writer_id, transactional_id
@@ -30,26 +29,19 @@ T = TypeVar("T")
 _NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"  # a broker that has no topic ids
 
 
-def _unreachable(log: LogConfig, exc: Exception) -> DbtRuntimeError:
+def _unreachable(log: LogConfig, clients: KafkaClients, exc: Exception) -> DbtRuntimeError:
     """The log cannot be used: the cause in plain words (errors.py)."""
-    return kafka_failure(log.model, log.bootstrap_servers, exc, setting=servers_setting(log))
+    return kafka_failure(log.model, clients.servers, exc, setting=clients.setting)
 
 
-
-def _admin_config(log: LogConfig) -> Dict[str, Any]:
-    from kafka import KafkaAdminClient
-
-    admin_keys = KafkaAdminClient.DEFAULT_CONFIG
-    return {k: v for k, v in client_config(log, ADMIN_DEFAULTS).items() if k in admin_keys}
-
-
-def _with_admin(log: LogConfig, conversation: Callable[[Any], T], doing: str) -> T:
+def _with_admin(log: LogConfig, clients: KafkaClients, conversation: Callable[[Any], T],
+                doing: str) -> T:
     """One conversation on its own admin client, tried again while a node is down
     (retrying.with_retries); kafka-python's errors in plain words."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
-    config = _admin_config(log)
+    config = clients.admin
 
     def attempt() -> T:
         admin = KafkaAdminClient(**config)
@@ -61,14 +53,29 @@ def _with_admin(log: LogConfig, conversation: Callable[[Any], T], doing: str) ->
     try:
         return with_retries(attempt, config, doing)
     except KafkaError as exc:
-        raise _unreachable(log, exc) from exc
+        raise _unreachable(log, clients, exc) from exc
 
 
 class KafkaLogSystem(LogSystem):
+    """One instance serves one model's run (log_system.ModelLog): the clients' settings of its
+    log are resolved once, on first use, and every conversation of the run starts from them."""
+
     name = "kafka"
 
+    def __init__(self) -> None:
+        self._resolved: Dict[Tuple[Any, ...], KafkaClients] = {}
+
+    def clients(self, log: LogConfig) -> KafkaClients:
+        """`log`'s address and client settings (config.resolve_clients), once per address."""
+        key = (log.model, str(log.bootstrap_servers), log.client, getattr(log, "servers_setting", None),
+               tuple(sorted((str(k), str(v)) for k, v in log.client_properties.items())))
+        if key not in self._resolved:
+            self._resolved[key] = resolve_clients(log)
+        return self._resolved[key]
+
     def prepare(self, log: LogConfig) -> int:
-        return _with_admin(log, lambda admin: self._prepare(log, admin), "creating the topics")
+        return _with_admin(log, self.clients(log), lambda admin: self._prepare(log, admin),
+                           "creating the topics")
 
     def _prepare(self, log: LogConfig, admin: Any) -> int:
         from kafka.admin import NewTopic
@@ -116,7 +123,8 @@ class KafkaLogSystem(LogSystem):
             return (admin.describe_cluster().get("cluster_id"), existing, ids,
                     self._settings(admin, topic) if topic in existing else {})
 
-        cluster_id, existing, ids, settings = _with_admin(log, described, "describing the topics")
+        cluster_id, existing, ids, settings = _with_admin(log, self.clients(log), described,
+                                                          "describing the topics")
         reader = self.open_reader(log)
         try:
             starts, ends = reader.offsets() if topic in existing else ({}, {})
@@ -174,7 +182,7 @@ class KafkaLogSystem(LogSystem):
                     f"Kafka at '{log.bootstrap_servers}' is reachable but refused a check: "
                     f"{describe(exc)}") from exc
 
-        return _with_admin(log, checked, "checking the cluster")
+        return _with_admin(log, self.clients(log), checked, "checking the cluster")
 
     @staticmethod
     def _partition_count(admin: Any, topic: str) -> Optional[int]:
@@ -191,13 +199,13 @@ class KafkaLogSystem(LogSystem):
                 # Fence the crashed writer first: its open transaction is aborted, so it can
                 # neither commit later nor hold back read_committed readers of the control topic.
                 # The writers of a parallel mirror (Spark tasks) are fenced too.
-                config = client_config(log, PRODUCER_DEFAULTS)
+                config = self.clients(log).producer
                 for writer_id in [table_id] + [task_writer_id(table_id, i) for i in range(log.parallelism)
                                                if log.parallelism > 1]:
                     with_retries(lambda: _fence(config, transactional_id(writer_id)), config,
                                  "fencing the crashed writer")
         except KafkaError as exc:
-            raise _unreachable(log, exc) from exc
+            raise _unreachable(log, self.clients(log), exc) from exc
         try:
             records = self.open_reader(log).control_records()
         except ReaderError as exc:  # already in plain words, naming the model
@@ -213,13 +221,13 @@ class KafkaLogSystem(LogSystem):
         if log.client == "confluent":
             from dbt.adapters.logstore.log.kafka.confluent_writer import ConfluentLogWriter
 
-            return ConfluentLogWriter(log, writer_id)
+            return ConfluentLogWriter(log, writer_id, self.clients(log))
         from dbt.adapters.logstore.log.kafka.python_writer import KafkaLogWriter
 
-        return KafkaLogWriter(log, writer_id)
+        return KafkaLogWriter(log, writer_id, self.clients(log))
 
     def open_reader(self, log: LogConfig) -> LogReader:
-        return KafkaLogReader(log)
+        return KafkaLogReader(log, self.clients(log))
 
     def sql_tasks(self, log: LogConfig, query: Any, changes_relation: str,
                   sink_relation: str) -> Optional[Any]:
@@ -231,7 +239,7 @@ class KafkaLogSystem(LogSystem):
             logger.info(f"{log.model}: {instead}, not Spark's Kafka writer: {why}")
             return None
         tasks = SparkKafkaTasks(log, query, changes_relation, sink_relation,
-                                lambda: KafkaLogReader(log).offsets()[1])
+                                lambda: self.open_reader(log).offsets()[1])
         if not tasks.available():
             message = (f"Model '{log.model}': Spark's Kafka writer needs Spark's Kafka data "
                        f"source (the spark-sql-kafka-0-10 jar and its dependencies, "

@@ -7,11 +7,10 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore import faults
-from dbt.adapters.logstore.log.kafka.config import PRODUCER_DEFAULTS, client_config
+from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import kafka_failure, write_cause
 from dbt.adapters.logstore.log.kafka.retrying import closing, with_retries
 from dbt.adapters.logstore.log.kafka.writer import TransactionClock, partition_for
-from dbt.adapters.logstore.config.address import servers_setting
 from dbt.adapters.logstore.config.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log.log_system import LogWriter, WriteResult
 from dbt.adapters.logstore.names import transactional_id
@@ -43,12 +42,13 @@ class KafkaLogWriter(LogWriter):
     """One producer per commit. Transactional logs use the table's transactional id, so a
     writer of an older, crashed run of the same table is fenced by the broker."""
 
-    def __init__(self, log: LogConfig, writer_id: str) -> None:
+    def __init__(self, log: LogConfig, writer_id: str, clients: Optional[KafkaClients] = None) -> None:
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
         self._log = log
-        config = client_config(log, PRODUCER_DEFAULTS)
+        clients = clients or resolve_clients(log)  # resolved by the log system for the run
+        config = dict(clients.producer)
         config["enable_idempotence"] = True
         if log.transactional:
             config["transactional_id"] = transactional_id(writer_id)
@@ -71,8 +71,8 @@ class KafkaLogWriter(LogWriter):
         except KafkaError as exc:
             # A writer opens after the table commit: its caller says what that left, not "Nothing
             # was changed".
-            raise kafka_failure(log.model, log.bootstrap_servers, exc, changed="",
-                                setting=servers_setting(log)) from exc
+            raise kafka_failure(log.model, clients.servers, exc, changed="",
+                                setting=clients.setting) from exc
         self._partitions = sorted(partitions or [0])
         self._wait_s = (config.get("delivery_timeout_ms") or 120000) / 1000
         self._timeout_ms = config.get("transaction_timeout_ms") or 60000

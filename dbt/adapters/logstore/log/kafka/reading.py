@@ -6,12 +6,11 @@ needs kafka-python's types."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from dbt.adapters.logstore.log.kafka.config import ADMIN_DEFAULTS, client_config, consumer_config
+from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import kafka_failure
 from dbt.adapters.logstore.log.kafka.retrying import with_retries
-from dbt.adapters.logstore.config.address import servers_setting
 from dbt.adapters.logstore.config.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log.log_system import LogFeed, LogReader, LogRecord, ReaderError
 
@@ -36,13 +35,14 @@ class KafkaLogReader(LogReader):
     """A log's topic and control topic on Kafka. Keeps only settings (no consumer) between
     calls, so it pickles into Spark tasks."""
 
-    def __init__(self, log: LogConfig) -> None:
-        self.model, self.address = log.model, str(log.bootstrap_servers)
-        self.servers_setting = servers_setting(log)  # where the servers came from, for errors
+    def __init__(self, log: LogConfig, clients: Optional[KafkaClients] = None) -> None:
+        # `clients`: resolved by the log system for the run (resolved here for a reader alone)
+        clients = clients or resolve_clients(log)
+        self.model, self.address = log.model, clients.servers
+        self.servers_setting = clients.setting  # where the servers came from, for errors
         self.topic = str(log.topic)
         self.control_topic = control_topic_for(self.topic)
-        servers = client_config(log, ADMIN_DEFAULTS)["bootstrap_servers"]
-        self.config: Dict[str, Any] = {**consumer_config(log), "bootstrap_servers": servers}
+        self.config: Dict[str, Any] = dict(clients.consumer)
 
     def failure(self, exc: BaseException) -> ReaderError:
         """A client error, in plain words (kafka-python's recent warnings name the cause)."""

@@ -1,0 +1,36 @@
+"""What a thread's model run holds from its first step to dbt's post-model hook (the adapter
+keeps one per thread: LogstoreAdapter._run_state), among it the model's log, resolved once."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from dbt.adapters.logstore.commit import run_lock
+from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
+from dbt.adapters.logstore.log.log_system import LogState, ModelLog, open_model_log
+
+
+@dataclass
+class ModelRunState:
+    """What a thread's model run holds until dbt's post-model hook: its run lock, the upstream
+    positions to record with its commit, and the upstream changes it landed (tables, views)."""
+
+    lock: Optional[str] = None
+    owner: Optional[run_lock.LockOwner] = None  # this run, as its lock names it
+    sources: Optional[str] = None
+    landed: List[str] = field(default_factory=list)
+    log: Optional[ModelLog] = None  # the model's log and its log system, resolved once
+    log_state: Optional[LogState] = None  # the log as this run found it (lifecycle/identity.py)
+    generation: Optional[GenerationStart] = None  # the generation this run's commit starts
+    target: Any = None  # the model's table, once this run holds its lock
+    committed: bool = False  # its commit and log write went through (else a failure cleans up)
+
+    def model_log(self, log: LogConfig) -> ModelLog:
+        """The model's log for this run: its log system looked up once (log_system.ModelLog),
+        then the same for every step, whatever options the step's `log` carries (a continuing
+        log's stored shape)."""
+        if self.log is None or self.log.config.system != log.system:
+            self.log = open_model_log(log)
+        self.log = self.log.with_config(log)
+        return self.log
