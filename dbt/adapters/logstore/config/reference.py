@@ -5,7 +5,7 @@ credentials (credentials.py: the fields, their defaults, FIELD_DESCRIPTIONS).
 
 The documentation's hook (docs/hooks/config_reference.py) calls `expand` on the Configuration
 page (docs/configuration.md) at build time, which replaces each marker `<!-- reference: NAME -->`
-with its table; tests/unit/test_config_reference.py checks that nothing is left undescribed.
+with its table; tests/unit/config/test_config_reference.py checks that nothing is left undescribed.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from dbt.adapters.logstore.log.kafka import config as kafka_config
 from dbt.adapters.logstore.log.kafka.log_system import KafkaLogSystem
 from dbt.adapters.logstore.log.log_system import LogSystem, ModelLog, register
 
-PACKAGE = Path(__file__).resolve().parents[2] / "dbt" / "adapters" / "logstore"
+PACKAGE = Path(__file__).resolve().parents[3] / "dbt" / "adapters" / "logstore"
 LOOKUPS = {"get_log_system", "open_model_log", "resolve_clients", "client_config", "servers_setting"}
 # where a lookup may happen: the adapter's run state, the commands' and the reader's entries, the
 # log system that resolves its own settings, and the fallback for a change set written alone

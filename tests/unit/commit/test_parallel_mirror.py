@@ -17,10 +17,10 @@ from dbt.adapters.logstore.log.kafka.python_writer import KafkaLogWriter
 from dbt.adapters.logstore.names import task_writer_id
 from dbt.adapters.logstore.config.log_config import LogConfigError, ModelRef, resolve_log_config
 from dbt.adapters.logstore.log.control_records import Confirmation
-from tests.unit.test_log_snapshots import (  # noqa: F401
+from tests.unit.commit.test_log_snapshots import (  # noqa: F401
     CHANGESET, LOG, ROWS, TABLE, FakeWriter, fake_system, records_of,
 )
-from tests.unit.test_kafka_log import (  # noqa: F401
+from tests.unit.log.kafka.test_kafka_log import (  # noqa: F401
     FakeConsumer,
     confirmation,
     encoded,

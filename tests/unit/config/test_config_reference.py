@@ -13,7 +13,7 @@ from dbt.adapters.logstore.config.reference import ReferenceError, expand
 from dbt.adapters.logstore.credentials import FIELD_DESCRIPTIONS, LogstoreCredentials
 from dbt.adapters.logstore.formats import FORMAT_OPTIONS
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
 
 def test_every_option_has_a_description():
