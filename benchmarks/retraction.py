@@ -5,7 +5,7 @@
                                     [--bootstrap-servers HOST:PORT] [--keep] [--results FILE]
 
 `make bench-retraction` runs it with the defaults. It starts the embedded broker (`--brokers
-apache`: three Apache Kafka nodes, tests/kafka_cluster.py, through benchmarks/mirror.py's
+apache`: three Apache Kafka nodes, tests/kafka_cluster.py, through benchmarks/harness.py's
 start_broker), writes a throw-away dbt project with one keyed table model (unique_key id,
 `log.on-lost: restart`) and measures, side by side in one run, each step in its own process
 (its own Spark session, so peak memory is the step's own):
@@ -34,7 +34,6 @@ grow with them. Numbers depend on the machine and on what else runs on it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -47,20 +46,18 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:  # run by path: the benchmarks package beside this file
+    sys.path.insert(0, str(HERE.parent))
+
+from benchmarks.harness import (BusyClock, child_environment, children_peak_rss_mb, git_commit,  # noqa: E402
+                                jvm_peak_rss_mb, peak_rss_mb, print_result, run_child, start_broker,
+                                stop_broker)
+from benchmarks.projects import run_dbt, write_project  # noqa: E402
+from benchmarks.tables import mb, ratio, seconds, text_table  # noqa: E402
+
 RESULTS = HERE / "results-retraction.json"
 QUICK_RESULTS = HERE / "results-retraction-quick.json"
 MODEL_NAME = "customers"
-
-
-def _load_mirror_bench() -> Any:
-    """benchmarks/mirror.py (not a package): its measurements, brokers and child processes."""
-    spec = importlib.util.spec_from_file_location("bench_mirror", HERE / "mirror.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_mirror_bench()
 
 MODEL = """
 {{ config(materialized='table', unique_key='id',
@@ -92,32 +89,12 @@ def retraction_line(text: str, model: str) -> Optional[Dict[str, Any]]:
 
 
 def _dbt(spec: Dict[str, Any], rows: int, topic: str) -> Dict[str, Any]:
-    from dbt.cli.main import dbtRunner
-
-    project = spec["project"]
-    args = ["run", "--project-dir", project, "--profiles-dir", project, "--log-path", spec["log_path"],
-            "--vars", json.dumps({"rows": rows, "topic": topic, "partitions": spec["partitions"]}),
-            "--quiet"]
-    result = dbtRunner().invoke(args)
-    if not result.success:
-        messages = [r.message for r in getattr(result.result, "results", None) or [] if r.message]
-        raise SystemExit(f"dbt run failed: {result.exception or '; '.join(messages)}")
-    node = result.result.results[0]
-    return {"seconds": node.execution_time, **dict(node.adapter_response)}
-
-
-def python_workers_peak_mb() -> Optional[float]:
-    """Peak resident set of Spark's Python workers (the retraction's reader runs there)."""
-    import psutil
-
-    peaks = [bench.peak_rss_mb(p.pid) for p in psutil.Process().children(recursive=True)
-             if "python" in (p.name() or "")]
-    peaks = [p for p in peaks if p is not None]
-    return max(peaks) if peaks else None
+    return run_dbt(Path(spec["project"]), {"rows": rows, "topic": topic, "partitions": spec["partitions"]},
+                   log_path=spec["log_path"])
 
 
 def child_main(spec: Dict[str, Any]) -> None:
-    bench.child_environment(spec)
+    child_environment(spec)
     if spec["phase"] == "build":  # the log starts, then the table goes: the topic keeps its log
         _dbt(spec, spec["rows"], spec["topic"])
         from pyspark.sql import SparkSession
@@ -126,7 +103,7 @@ def child_main(spec: Dict[str, Any]) -> None:
         spark.sql(f"drop table bench.{MODEL_NAME}")
         result: Dict[str, Any] = {}
     else:
-        busy = bench.BusyClock()
+        busy = BusyClock()
         busy.start()
         started = time.perf_counter()
         run = _dbt(spec, spec["kept_rows"], spec["topic"])
@@ -135,54 +112,36 @@ def child_main(spec: Dict[str, Any]) -> None:
         line = retraction_line((Path(spec["log_path"]) / "dbt.log").read_text(), MODEL_NAME)
         result = {"run_seconds": run["seconds"], "wall_seconds": wall, "cpu_s": busy.seconds,
                   "log_seconds": run.get("log_seconds"), "records": run.get("rows_mirrored"),
-                  "retraction": line, "workers_mb": python_workers_peak_mb()}
-    result["driver_mb"] = bench.peak_rss_mb(os.getpid())
-    result["jvm_mb"] = bench.jvm_peak_rss_mb()
-    print("RESULT " + json.dumps(result), flush=True)
-
-
-def run_child(spec: Dict[str, Any], logs: Path) -> Dict[str, Any]:
-    return bench.run_child(spec, logs, script=__file__)
+                  "retraction": line, "workers_mb": children_peak_rss_mb("python")}  # Spark's Python workers: the reader
+    result["driver_mb"] = peak_rss_mb(os.getpid())
+    result["jvm_mb"] = jvm_peak_rss_mb()
+    print_result(result)
 
 
 # --- the parent -------------------------------------------------------------------------------
-
-
-def write_project(root: Path) -> Path:
-    project = root / "project"
-    (project / "models").mkdir(parents=True)
-    (project / "dbt_project.yml").write_text(
-        "name: bench\nversion: '1.0'\nprofile: bench\nmodel-paths: ['models']\n")
-    (project / "profiles.yml").write_text(bench.PROFILE)
-    (project / "models" / f"{MODEL_NAME}.sql").write_text(MODEL)
-    return project
-
-
-def _ratio(a: Optional[float], b: Optional[float]) -> str:
-    return f"{a / b:.2f}" if a and b else "-"
 
 
 def table(results: Dict[str, Any]) -> str:
     retract, fresh = results["retract"], results["fresh"]
     line = retract.get("retraction") or {}
     per_million = (line["seconds"] / line["offsets"] * 1e6) if line.get("offsets") else None
-    rows = [("step", "run s", "log s", "records", "retracted", "read", "retraction s",
-             "driver MB", "JVM MB", "workers MB", "CPU s")]
+    header = ("step", "run s", "log s", "records", "retracted", "read", "retraction s",
+             "driver MB", "JVM MB", "workers MB", "CPU s")
+    rows = []
     for name, r in (("retract", retract), ("fresh", fresh)):
         found = r.get("retraction") or {}
-        rows.append((name, bench._seconds(r["run_seconds"]), bench._seconds(r.get("log_seconds")),
+        rows.append((name, seconds(r["run_seconds"]), seconds(r.get("log_seconds")),
                      f"{r.get('records') or 0:,}", f"{found.get('keys', 0):,}", f"{found.get('offsets', 0):,}",
-                     bench._seconds(found.get("seconds")), bench._mb(r["driver_mb"]), bench._mb(r["jvm_mb"]),
-                     bench._mb(r.get("workers_mb")), bench._seconds(r.get("cpu_s"))))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    out = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows]
+                     seconds(found.get("seconds")), mb(r["driver_mb"]), mb(r["jvm_mb"]),
+                     mb(r.get("workers_mb")), seconds(r.get("cpu_s"))))
+    out = text_table(header, rows, left=0)
     out += ["",
-            f"retract / fresh: run seconds {_ratio(retract['run_seconds'], fresh['run_seconds'])}, "
-            f"driver peak {_ratio(retract['driver_mb'], fresh['driver_mb'])}, "
-            f"JVM peak {_ratio(retract['jvm_mb'], fresh['jvm_mb'])}",
-            f"retraction: {bench._seconds(per_million)} s per million records read "
+            f"retract / fresh: run seconds {ratio(retract['run_seconds'], fresh['run_seconds'])}, "
+            f"driver peak {ratio(retract['driver_mb'], fresh['driver_mb'])}, "
+            f"JVM peak {ratio(retract['jvm_mb'], fresh['jvm_mb'])}",
+            f"retraction: {seconds(per_million)} s per million records read "
             f"({line.get('keys', 0):,} keys retracted of {line.get('offsets', 0):,} records read), "
-            f"{_ratio(line.get('seconds'), retract['run_seconds'])} of the run"]
+            f"{ratio(line.get('seconds'), retract['run_seconds'])} of the run"]
     return "\n".join(out)
 
 
@@ -216,14 +175,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="logstore-bench-retraction-"))
     logs = work / "logs"
     logs.mkdir()
-    project = write_project(work)
+    project = write_project(work, {MODEL_NAME: MODEL})
     broker_name = "given" if args.bootstrap_servers else args.brokers
     print(f"broker {broker_name}; work directory {work}; rows {rows:,}, kept {kept:,}; client {args.client}",
           flush=True)
     broker = None
     results: Dict[str, Any] = {}
     try:
-        broker, servers = bench.start_broker(broker_name, args.bootstrap_servers, work / "broker")
+        broker, servers = start_broker(broker_name, args.bootstrap_servers, work / "broker")
         base = {"client": args.client, "servers": servers, "project": str(project), "rows": rows,
                 "kept_rows": kept, "partitions": args.partitions}
         steps = [("retract", "build", "bench.retraction.kept"), ("retract", "rebase", "bench.retraction.kept"),
@@ -234,17 +193,17 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "session_dir": str(work / f"spark-{configuration}"),  # one metastore per configuration
                     "log_path": str(work / f"dbt-logs-{name}")}
             started = time.monotonic()
-            result = run_child(spec, logs)
+            result = run_child(__file__, spec, logs / f"{name}.log", f"configuration {name}")
             print(f"  {name}: {result} ({time.monotonic() - started:.0f} s)", flush=True)
             if phase == "rebase":
                 results[configuration] = result
     finally:
-        bench.stop_broker(broker)
+        stop_broker(broker)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     command = "python benchmarks/retraction.py " + " ".join(argv if argv is not None else sys.argv[1:])
     summary = {"rows": rows, "kept_rows": kept, "client": args.client, "broker": broker_name,
-               "partitions": args.partitions, "command": command.strip(), "commit": bench.git_commit(),
+               "partitions": args.partitions, "command": command.strip(), "commit": git_commit(),
                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                            "python": platform.python_version()},
                **results}

@@ -1,13 +1,8 @@
 """`python benchmarks/mirror.py --check`: which target a results file meets, misses or lacks."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-_spec = importlib.util.spec_from_file_location(
-    "bench_mirror", Path(__file__).resolve().parents[2] / "benchmarks" / "mirror.py")
-mirror = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mirror)
+from benchmarks import harness
+from benchmarks import mirror_results as mirror
 
 
 def _mirror(client, rows, ratio, consistency="transactional", writers=1, driver_mb=100.0):
@@ -68,7 +63,7 @@ def test_cpu_budget_bounds_the_mirror_by_the_cores(monkeypatch):
 
 
 def test_busy_clock_counts_this_machines_cpu():
-    clock = mirror.BusyClock()
+    clock = harness.BusyClock()
     clock.start()
     sum(i * i for i in range(2_000_000))  # about a tenth of a second of one core
     clock.stop()

@@ -1,12 +1,7 @@
 """benchmarks/cluster.py: how a configuration's result is classified, and results.json's "cluster"."""
-import importlib.util
 import json
-from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location(
-    "bench_cluster", Path(__file__).resolve().parents[2] / "benchmarks" / "cluster.py")
-cluster = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cluster)
+from benchmarks import cluster, tables
 
 ROWS = 200_000
 SPARK_WRITER_SQL = "thrift, 2 tasks (Spark's writer)"
@@ -50,8 +45,8 @@ def test_the_cluster_result_is_stored_in_results_json_and_a_mirror_rewrite_keeps
     results = tmp_path / "results.json"
     mirror = {"date": "d", "configurations": [{"kind": "raw"}], "failures": []}
     results.write_text(json.dumps(mirror, indent=1) + "\n")
-    cluster.store_in(results, "cluster", {"executor_cores": 2, "configurations": []})
+    tables.store_in(results, "cluster", {"executor_cores": 2, "configurations": []})
     assert json.loads(results.read_text()) == {**mirror, "cluster": {"executor_cores": 2, "configurations": []}}
     assert results.read_text().endswith("}\n")
-    assert cluster.bench.kept(results) == {"cluster": {"executor_cores": 2, "configurations": []}}
-    assert cluster.bench.kept(tmp_path / "missing.json") == {}
+    assert tables.kept(results) == {"cluster": {"executor_cores": 2, "configurations": []}}
+    assert tables.kept(tmp_path / "missing.json") == {}

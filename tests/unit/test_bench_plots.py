@@ -113,10 +113,8 @@ def test_a_single_row_count_is_not_on_a_log_axis():
 
 
 def test_the_cpu_bound_the_benchmark_records_is_drawn(monkeypatch):
-    _mirror_spec = importlib.util.spec_from_file_location(
-        "bench_mirror_for_plots", Path(__file__).resolve().parents[2] / "benchmarks" / "mirror.py")
-    mirror = importlib.util.module_from_spec(_mirror_spec)
-    _mirror_spec.loader.exec_module(mirror)
+    from benchmarks import mirror_results as mirror
+
     monkeypatch.setattr(mirror.os, "cpu_count", lambda: 2)
     results = _results()
     saved = [{k: v for k, v in b.items() if k != "mirrors"}
