@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -55,7 +54,8 @@ from typing import Any, Callable, Dict, List
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dbt.adapters.logstore.changes import diff as changes
+from benchmarks.harness import RESULT, machine, print_result  # noqa: E402
+from dbt.adapters.logstore.changes import diff as changes  # noqa: E402
 from dbt.adapters.logstore.spark import row_source  # noqa: E402
 from dbt.adapters.logstore.connections import session_defaults  # noqa: E402
 from tests.table_formats import FORMATS, SESSION_SETTINGS, put_jars_on_class_path  # noqa: E402
@@ -241,8 +241,8 @@ def run_child(fmt: str, args: argparse.Namespace, logs: Path) -> Dict[str, Any]:
     with open(log_file, "w") as log:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
         for line in process.stdout:
-            if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT "):])
+            if line.startswith(RESULT):
+                result = json.loads(line[len(RESULT):])
             else:
                 print(line, end="", flush=True)
     if process.wait() != 0 or result is None:
@@ -284,7 +284,7 @@ def main() -> int:
     parser.add_argument("--child", choices=FORMATS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args.child, args.rows, args.repeats)), flush=True)
+        print_result(child(args.child, args.rows, args.repeats))
         return 0
 
     results = Path(args.results) if args.results else (RESULTS if args.rows == DEFAULT_ROWS else None)
@@ -298,9 +298,7 @@ def main() -> int:
         print("\nresults not written (not the default row count; --results FILE to write them)")
         return 0
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "machine": f"{os.cpu_count()} cores, "
-                      f"{round(os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30)} GiB, "
-                      f"{platform.platform()}",
+           "machine": machine(),
            "command": " ".join(["python", "benchmarks/change_feeds.py"] + sys.argv[1:]),
            "rows": args.rows, "repeats": args.repeats, "true_changes": expected, "formats": formats}
     results.write_text(json.dumps(out, indent=1) + "\n")

@@ -36,12 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.projects import ROWS_SQL as ROWS  # noqa: E402  (the rows of the mirror's model)
 from dbt.adapters.logstore.changes import diff as changes  # noqa: E402
-
-ROWS = """select id, concat('customer-', cast(id as string)) as name,
-       cast(id * 1.5 as decimal(12, 2)) as amount,
-       date_add(date'2024-01-01', cast(id % 365 as int)) as day, {note} as note
-from range({rows})"""
 
 
 def main() -> int:

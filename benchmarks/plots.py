@@ -25,29 +25,21 @@ record the CPU bound or the commit) is left out, and the subtitle says so.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
-import textwrap
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # no display: Agg renders to files
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:  # run by path: the benchmarks package beside this file
+    sys.path.insert(0, str(HERE.parent))
 
-
-def _sibling(name: str) -> Any:
-    """A module of benchmarks/ (not a package: its scripts run by path)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-report = _sibling("report")  # labels and loading, shared with the Performance page's tables
-configuration_label, load = report.configuration_label, report.load
+# labels and loading, shared with the Performance page's tables
+from benchmarks.report import configuration_label, load  # noqa: E402
+from benchmarks.plot_style import (DPI, MIN_FONT, MIN_TEXT_KEY, WIDTH_IN, label_points, margins,  # noqa: E402,F401
+                                   new_figure, rate_label, rows_axis, rows_label, save, tick_label)
 
 THROUGHPUT = "mirror-throughput.png"
 REBUILD = "rebuild-time.png"
@@ -56,16 +48,6 @@ RAW_STYLE = {"color": "black", "marker": "s", "linewidth": 2.4, "markersize": 7}
 MIRROR_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink"]
 MIRROR_MARKERS = ["o", "^", "D", "v", "P", "X"]
 BOUND_STYLE = {"color": "tab:red", "linestyle": "--", "marker": "_", "linewidth": 1.6, "markersize": 14}
-# Drawn for the width the Performance page shows them at: its content column at 1280 pixels is
-# 748 CSS pixels (7.4 inches at 100 pixels an inch), saved at twice that (DPI 200) for the
-# full-size image a click away. No text smaller than MIN_FONT points: 8.5 points at DPI 200 shown
-# at half size is 11.8 CSS pixels. Each PNG records its smallest text in file pixels (MIN_TEXT_KEY),
-# which the site's layout test scales by the width the image is shown at (tests/docs/test_layout.py).
-WIDTH_IN = 7.4
-DPI = 200
-MIN_FONT = 8.5
-MIN_TEXT_KEY = "logstore:min-text-px"
-
 CLUSTER_THROUGHPUT = "throughput.png"  # after the result's name: cluster-throughput.png
 SPARK_WRITER = "Spark writer (DataFrame)"  # the cluster result's reference (cluster.py's with_ratios)
 KIND_STYLE = {"session": ("tab:blue", "mirror, session method"), "thrift": ("tab:orange", "mirror, thrift method"),
@@ -111,20 +93,6 @@ def write_cluster_plot(results: Union[str, Path, Dict[str, Any]], out_dir: Union
     return target
 
 
-def min_text_px(figure: Figure) -> float:
-    """The smallest visible text of a figure, in pixels of its PNG (font size at DPI)."""
-    from matplotlib.text import Text
-    sizes = [t.get_fontsize() for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    return min(sizes) * DPI / 72.0 if sizes else 0.0
-
-
-def save(figure: Figure, target: Path) -> None:
-    """The figure as a PNG at DPI, its smallest text's size in its metadata (MIN_TEXT_KEY)."""
-    FigureCanvasAgg(figure)
-    figure.draw_without_rendering()  # the legends' and ticks' texts exist before they are measured
-    figure.savefig(target, dpi=DPI, metadata={MIN_TEXT_KEY: f"{min_text_px(figure):.1f}"})
-
-
 def write_plots(results: Union[str, Path, Dict[str, Any]], out_dir: Union[str, Path, None] = None) -> List[Path]:
     """Write the plots of a result (a JSON file's path or its dict): both of a mirror result, the
     one of a cluster result; return their paths."""
@@ -141,106 +109,7 @@ def write_plots(results: Union[str, Path, Dict[str, Any]], out_dir: Union[str, P
     return written
 
 
-# --- labels --------------------------------------------------------------------------------------
-
-def rows_label(rows: float) -> str:
-    for size, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
-        if rows >= size:
-            value = rows / size
-            return f"{value:.0f}{suffix}" if value == int(value) else f"{value:.1f}{suffix}"
-    return f"{rows:.0f}"
-
-
-def rate_label(value: float) -> str:
-    """Records/s as a point's label: 6.2k, 72.9k, 310k, 1.25M."""
-    if value >= 1_000_000:
-        return f"{value / 1e6:.2f}M"
-    if value >= 100_000:
-        return f"{value / 1e3:.0f}k"
-    if value >= 1_000:
-        return f"{value / 1e3:.1f}k"
-    return f"{value:.0f}"
-
-
-def tick_label(value: float, _: Any = None) -> str:
-    """Records/s on an axis: 0, 500, 2k, 10k, 200k, 1M."""
-    for size, suffix in ((1_000_000, "M"), (1_000, "k")):
-        if value >= size:
-            return f"{value / size:.1f}".rstrip("0").rstrip(".") + suffix
-    return f"{value:.0f}"
-
-
-def subtitle(data: Dict[str, Any], notes: Iterable[str], width_in: float = 12.0,
-             facts: Optional[List[str]] = None) -> str:
-    """Date, machine and commit of the result (or the `facts` given), its command and the notes,
-    wrapped to the figure."""
-    facts = facts or [data.get("date") or "date not recorded", data.get("machine") or "machine not recorded",
-                      f"commit {data['commit']}" if data.get("commit") else "commit not recorded"]
-    lines = [" · ".join(facts)]
-    if data.get("command"):
-        lines.append(data["command"])
-    lines += [f"Note: {note}" for note in notes]
-    chars = max(40, int(width_in * 15))  # 8.5-point text
-    return "\n".join(wrapped for line in lines for wrapped in textwrap.wrap(line, chars) or [""])
-
-
-def _rows_axis(ax: Any, rows: List[float]) -> None:
-    """Rows on x: log scale when they span a decade or more, ticks at the measured counts."""
-    rows = sorted(set(rows))
-    if rows and max(rows) / min(rows) >= 10:
-        ax.set_xscale("log")
-        ax.set_xlabel("rows (log scale)")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlim(min(rows) / 1.6, max(rows) * 1.6)
-    else:
-        ax.set_xlabel("rows")
-        if len(rows) == 1:
-            ax.set_xlim(rows[0] * 0.5, rows[0] * 1.5)
-    ax.set_xticks(rows)
-    ax.set_xticklabels([rows_label(r) for r in rows])
-
-
-def _figure(width: float, body: float, title: str, data: Dict[str, Any], notes: List[str],
-            facts: Optional[List[str]] = None) -> Tuple[Figure, float]:
-    """A figure `width` inches wide with the title and the subtitle on top of `body` inches of
-    axes; and the top of the axes' area (figure fraction)."""
-    text = subtitle(data, notes, width, facts)
-    header = 0.75 + 0.2 * (text.count("\n") + 1)
-    figure = Figure(figsize=(width, header + body))
-    height = figure.get_figheight()
-    figure.text(0.5, 1 - 0.12 / height, title, ha="center", va="top", fontsize=12, fontweight="bold", wrap=True)
-    figure.text(0.5, 1 - 0.48 / height, text, ha="center", va="top", fontsize=MIN_FONT, color="0.25",
-                linespacing=1.5)
-    return figure, 1 - header / height
-
-
-def _margins(figure: Figure, top: float, bottom_in: float = 0.75, left_in: float = 0.85, **more: float) -> None:
-    width, height = figure.get_size_inches()
-    figure.subplots_adjust(top=top, bottom=bottom_in / height, left=left_in / width, right=1 - 0.25 / width, **more)
-
-
 # --- records/s by rows ---------------------------------------------------------------------------
-
-def _label_points(ax: Any, points: List[Tuple[float, float, str, str]], gap_px: float = 11.0) -> None:
-    """Label each (x, y, text, colour) beside its point: left of the smallest x, right of the
-    others, labels at the same x pushed apart so that none overlaps (axes' scales and limits set)."""
-    if not points:
-        return
-    first = min(x for x, *_ in points)
-    to_points = 72.0 / ax.figure.dpi
-    for x in sorted({x for x, *_ in points}):
-        here = sorted((p for p in points if p[0] == x), key=lambda p: p[1])
-        wanted = [ax.transData.transform((x, y))[1] for _, y, *_ in here]
-        placed: List[float] = []
-        for y_px in wanted:
-            placed.append(max(y_px, placed[-1] + gap_px) if placed else y_px)
-        shift = max(0.0, (placed[-1] - wanted[-1]) / 2) if placed else 0.0  # centre the pushed group
-        left = x == first and len({p[0] for p in points}) > 1
-        for (_, y, text, color), y_px, at in zip(here, wanted, placed):
-            ax.annotate(text, (x, y), textcoords="offset points", fontsize=MIN_FONT, va="center",
-                        ha="right" if left else "left", color=color,
-                        xytext=(-8 if left else 8, (at - shift - y_px) * to_points))
-
 
 def throughput_figure(data: Dict[str, Any]) -> Figure:
     configurations = data.get("configurations") or []
@@ -272,7 +141,7 @@ def throughput_figure(data: Dict[str, Any]) -> Figure:
              for i, label in enumerate(labels)}
 
     nrows = len(panels)  # one column of panels: the page's column is narrow
-    figure, top = _figure(WIDTH_IN, 4.6 * nrows + 0.5 * (nrows - 1),
+    figure, top = new_figure(WIDTH_IN, 4.6 * nrows + 0.5 * (nrows - 1),
                           "Mirror throughput by rows, beside the raw producer", data, notes)
     axes = figure.subplots(nrows, 1, squeeze=False)
     all_rows = sorted({c["rows"] for c in measured} | {b["rows"] for b in bounds})
@@ -309,7 +178,7 @@ def throughput_figure(data: Dict[str, Any]) -> Figure:
             marks += [(b["rows"], b["records_per_s"], rate_label(b["records_per_s"]), BOUND_STYLE["color"])
                       for b in limit]
         labelled.append((ax, marks))
-        _rows_axis(ax, all_rows)
+        rows_axis(ax, all_rows)
         if values and max(values) / min(values) >= 10:
             ax.set_yscale("log")
             ax.set_ylabel("records/s (log scale)")
@@ -332,9 +201,9 @@ def throughput_figure(data: Dict[str, Any]) -> Figure:
         else:
             ax.text(0.5, 0.5, "no configuration measured in this result", ha="center", va="center",
                     transform=ax.transAxes, color="0.4")
-    _margins(figure, top, left_in=0.95, hspace=0.35)
+    margins(figure, top, left_in=0.95, hspace=0.35)
     for ax, marks in labelled:  # the layout is final: the labels' pixel distances hold
-        _label_points(ax, marks)
+        label_points(ax, marks)
     return figure
 
 
@@ -354,7 +223,7 @@ def rebuild_figure(data: Dict[str, Any]) -> Figure:
     lacking = [name for key, name in names.items() if any(r.get(key) is None for r in measured)]
     if lacking:
         notes.append(f"not in this result for every row count, not drawn there: {', '.join(lacking)}")
-    figure, top = _figure(WIDTH_IN, 4.8, "Keyed rebuild, 1% of the rows changed: run time with and without the log",
+    figure, top = new_figure(WIDTH_IN, 4.8, "Keyed rebuild, 1% of the rows changed: run time with and without the log",
                           data, notes)
     ax = figure.subplots()
     if not measured:
@@ -362,7 +231,7 @@ def rebuild_figure(data: Dict[str, Any]) -> Figure:
                 transform=ax.transAxes, color="0.4", fontsize=12)
         ax.set_xticks([])
         ax.set_yticks([])
-        _margins(figure, top, bottom_in=0.4)
+        margins(figure, top, bottom_in=0.4)
         return figure
     width = 0.36
     drawn = set()
@@ -400,7 +269,7 @@ def rebuild_figure(data: Dict[str, Any]) -> Figure:
     ax.set_title("each rebuild in a fresh process" + (f", {clients[0]} client" if len(clients) == 1 else "")
                  + "; ×: with the log / without", fontsize=10)
     ax.legend(fontsize=MIN_FONT, loc="upper left")
-    _margins(figure, top, bottom_in=0.95)
+    margins(figure, top, bottom_in=0.95)
     return figure
 
 
@@ -429,7 +298,7 @@ def cluster_figure(data: Dict[str, Any]) -> Figure:
              ", ".join((data.get("machine") or "machine not recorded").split(", ")[:2])]
     rates = [e["records_per_s"] for e in entries if not e.get("failed") and e.get("records_per_s")]
     counts = [max(1, sum(broker(e) == b for e in entries)) for b in brokers]
-    figure, top = _figure(WIDTH_IN, sum(0.42 * n + 0.75 for n in counts) + 1.2,
+    figure, top = new_figure(WIDTH_IN, sum(0.42 * n + 0.75 for n in counts) + 1.2,
                           "Cluster: records/s to Kafka per configuration, beside Spark's own writer",
                           data, notes, facts)
     axes = figure.subplots(len(brokers), 1, squeeze=False, sharex=True, gridspec_kw={"height_ratios": counts})[:, 0]
@@ -477,7 +346,7 @@ def cluster_figure(data: Dict[str, Any]) -> Figure:
                              label="fell back to the cursor (Spark's writer's records unconfirmed)"))
     if handles:
         figure.legend(handles=handles, loc="lower center", ncol=min(2, len(handles)), fontsize=MIN_FONT, frameon=False)
-    _margins(figure, top, bottom_in=1.25, left_in=2.3, hspace=0.32)
+    margins(figure, top, bottom_in=1.25, left_in=2.3, hspace=0.32)
     return figure
 
 
