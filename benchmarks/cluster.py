@@ -316,7 +316,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                               "records_per_s_per_executor_core": records_per_s / CORES if records_per_s else None})
                 entries.append(entry)
                 print(f"  {name} @{broker_name}: {result['records']:,} records in {result['seconds']:.2f} s, "
-                      f"{number(records_per_s)} records/s ({time.monotonic() - began:.0f} s; load {entry['load_before']:.1f} before)",
+                      f"{number(records_per_s)} records/s ({time.monotonic() - began:.0f} s; "
+                      f"load {entry['load_before']:.1f} before)",
                       flush=True)
                 if verdict.get("fell_back"):
                     print(f"  {name} @{broker_name}: FELL BACK to the cursor: {verdict['note']}", flush=True)

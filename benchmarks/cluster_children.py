@@ -85,7 +85,8 @@ def peaks(spec: Dict[str, Any]) -> Dict[str, Optional[float]]:
 
 
 def log_config(topic: str, servers: str, partitions: int = 1) -> Any:
-    """The benchmark model's log (keyed on id, upsert), as benchmarks/mirror.py's raw producer has it."""
+    """The benchmark model's log (keyed on id, upsert), as the mirror benchmark's raw producer has
+    it (mirror_children.bench_log)."""
     from dbt.adapters.logstore.config.log_config import LogConfig
 
     return LogConfig(model="bench_table", system="kafka", topic=topic, unique_key=("id",),

@@ -112,7 +112,8 @@ def child_main(spec: Dict[str, Any]) -> None:
         line = retraction_line((Path(spec["log_path"]) / "dbt.log").read_text(), MODEL_NAME)
         result = {"run_seconds": run["seconds"], "wall_seconds": wall, "cpu_s": busy.seconds,
                   "log_seconds": run.get("log_seconds"), "records": run.get("rows_mirrored"),
-                  "retraction": line, "workers_mb": children_peak_rss_mb("python")}  # Spark's Python workers: the reader
+                  "retraction": line,
+                  "workers_mb": children_peak_rss_mb("python")}  # Spark's Python workers: the reader
     result["driver_mb"] = peak_rss_mb(os.getpid())
     result["jvm_mb"] = jvm_peak_rss_mb()
     print_result(result)
