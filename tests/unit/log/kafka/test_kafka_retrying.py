@@ -107,6 +107,17 @@ def test_a_request_that_timed_out_on_a_dead_leader_is_asked_once_more():
     assert len(calls) == 2
 
 
+def test_a_try_that_timed_out_past_the_window_is_asked_once_more():
+    clock = Clock()  # two offset requests of one try, each timed out on a dead leader (5 s each)
+    attempt, calls = failing(1, KafkaTimeoutError("Failed to get offsets by timestamps in 5000 ms"),
+                             clock, takes=16.0)
+    assert with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep) == "answer"
+    attempt, calls = failing(5, KafkaTimeoutError("Failed to get offsets by timestamps"), clock, takes=16.0)
+    with pytest.raises(KafkaError) as raised:  # once only: then no broker answered
+        with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep)
+    assert isinstance(raised.value, no_broker_answered()) and len(calls) == 2
+
+
 def test_a_failed_bootstrap_is_final():
     clock = Clock()  # kafka-python tried every listed server for bootstrap_timeout_ms
     error = KafkaTimeoutError("Unable to bootstrap from 127.0.0.1:1,127.0.0.1:2")
