@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.faults import ENV, PAUSE_ENV, PAUSE_EACH_ENV
-from dbt.adapters.logstore.reader import StartPoint, read_changelog
-from dbt.adapters.logstore.replay import Replica
+from dbt.adapters.logstore.reading.reader import StartPoint, read_changelog
+from dbt.adapters.logstore.reading.replay import Replica
 from tests.functional.contract import canonical, read_topic, replay_confirmed, wait_for_confirmations
 from tests.functional.fault_project import FaultProject, write_project
 from tests.functional.thrift_server import ThriftServer
