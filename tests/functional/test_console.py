@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dbt.adapters.logstore.cli.broker import free_port
+from dbt.adapters.logstore.cli.commands.broker import free_port
 from tests.functional.fault_project import write_project
 
 BIN = Path(sys.executable).parent
@@ -95,10 +95,12 @@ def ran(tmp_path_factory, kafka_bootstrap_servers):
                   project={"vars": {"suffix": suffix}})
     (root / "dbt_project.yml").write_text((root / "dbt_project.yml").read_text()
                                           .replace("name: faults", "name: console"))
-    # a second target: the same tables, a broker that does not answer
+    # a second target: the same tables, a broker that does not answer (given up on after 2 s,
+    # not the default 10: the message is the same)
     profiles = yaml.safe_load((root / "profiles.yml").read_text())
     outputs = profiles["faults"]["outputs"]
-    outputs["down"] = {**outputs["dev"], "kafka_bootstrap_servers": f"127.0.0.1:{free_port()}"}
+    outputs["down"] = {**outputs["dev"], "kafka_bootstrap_servers": f"127.0.0.1:{free_port()}",
+                       "kafka_properties": {"bootstrap.timeout.ms": "2000"}}
     (root / "profiles.yml").write_text(yaml.safe_dump(profiles))
     env = {**os.environ, "DO_NOT_TRACK": "1"}
     result = subprocess.run(command("dbt", "run", "--no-use-colors", project=root), cwd=root,

@@ -14,27 +14,37 @@ confirmed twice in the control topic, generations number up with their snapshots
 table's recorded generation (table property logstore.generation, printed by the run's
 on-run-end hook) is the control topic's latest.
 
+dbt runs in a Python process of its own (dbt's programmatic entry, the CLI's commands) that
+takes one command after another in one Spark JVM: a recovery starts a new one, as a restart
+after a crash does, and the commands after it (its check, the next command killed, the next
+round's run with the log off) go to it, so a kill lands in the command, not in Python or Spark
+starting. Its window is the one a command in a fresh process would have, counted from 1 s
+before its first statement.
+
 Rounds: LOGSTORE_KILL_ROUNDS (default 1, as `make test` runs it; more with
 `make soak SOAK_TESTS=tests/functional/test_faults_generations.py ROUNDS=N`); the seed:
 LOGSTORE_KILL_SEED (default random), printed, and named with every failure.
 """
 import json
 import os
+import queue
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
 from dbt.adapters.logstore.reading.reader import StartPoint, read_changelog
 from dbt.adapters.logstore.reading.replay import Replica
-from tests.functional.contract import canonical, read_table_files, read_topic
+from tests.functional.contract import canonical, read_topic
 from tests.functional.fault_project import write_project
 from tests.functional.test_faults_random import _first_statement_after, _phase
 
@@ -70,6 +80,81 @@ PROPERTIES = """
 """
 
 
+# dbt commands read from stdin (one JSON list of arguments a line), run one after another
+END = "DBT-COMMAND-ENDED "
+DRIVER = f"""import json, sys
+from dbt.cli.main import dbtRunner
+runner = dbtRunner()
+for line in sys.stdin:
+    success = runner.invoke(json.loads(line)).success
+    print("\\n{END}" + json.dumps(success), flush=True)
+"""
+
+
+class DbtProcess:
+    """One Python process that runs the dbt commands it is given one after another, in one Spark
+    JVM (the session method's, started by the first), in a process group of its own."""
+
+    def __init__(self, root: Path) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=root, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        self.output: List[str] = []  # the running command's
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _ended(self, deadline: float) -> Optional[bool]:
+        """The running command's success, None if it still runs at `deadline`."""
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if line is None:
+                raise AssertionError(f"the dbt process ended ({self.process.wait()}) in the middle "
+                                     "of a command:\n" + "".join(self.output)[-3000:])
+            if line.startswith(END):
+                return json.loads(line[len(END):])
+            self.output.append(line)
+
+    def finished(self, args: List[str], within: float) -> bool:
+        """`dbt <args>` started; whether it ended within `within` seconds."""
+        self.output = []
+        self.process.stdin.write(json.dumps(args) + "\n")
+        self.process.stdin.flush()
+        return self._ended(time.monotonic() + within) is not None
+
+    def invoke(self, args: List[str], timeout: float = 600) -> Tuple[bool, str]:
+        """dbt's success and its output."""
+        self.output = []
+        self.process.stdin.write(json.dumps(args) + "\n")
+        self.process.stdin.flush()
+        success = self._ended(time.monotonic() + timeout)
+        assert success is not None, f"dbt {args[0]} still runs after {timeout:.0f} s:\n" \
+            + "".join(self.output)[-3000:]
+        return success, "".join(self.output)
+
+    def kill(self) -> None:
+        """SIGKILL to its process group: dbt and its Spark JVM, at once."""
+        assert self.process.poll() is None, "the dbt process had ended: nothing was killed"
+        os.killpg(self.process.pid, signal.SIGKILL)
+        assert self.process.wait(timeout=60) == -signal.SIGKILL
+
+    def close(self) -> None:
+        """Its end (stdin closed), or its kill when it does not end."""
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
 def recorded_properties(run_output: str, model: str) -> Dict[str, str]:
     """The table properties the run's on-run-end hook printed (PROPERTIES) for `model`."""
     marker = f"TABLE-PROPERTIES {model} "
@@ -78,107 +163,150 @@ def recorded_properties(run_output: str, model: str) -> Dict[str, str]:
     return json.loads(lines[-1])
 
 
+# Spark's names of the models' column types, from the types pyarrow reads in their files
+SPARK_TYPES = {"int64": "bigint", "int32": "int", "string": "string"}
+
+
+def read_table(path: Path) -> Tuple[Dict[str, str], Counter]:
+    """A table's column types and canonical rows, read from its parquet files (pyarrow: the
+    subprocesses hold the metastore, and this process needs no Spark JVM for 2,000 rows)."""
+    import pyarrow.dataset
+
+    data = pyarrow.dataset.dataset(str(path), format="parquet").to_table()  # skips _*, .*
+    unknown = {f.name: str(f.type) for f in data.schema if str(f.type) not in SPARK_TYPES}
+    assert not unknown, f"{path}: columns of types SPARK_TYPES does not name: {unknown}"
+    types = {f.name: SPARK_TYPES[str(f.type)] for f in data.schema}
+    return types, Counter(canonical(row, types) for row in data.to_pylist())
+
+
 class GenerationKills:
     def __init__(self, root: Path, schema: str, bootstrap: str, seed: int) -> None:
         self.root, self.schema, self.bootstrap, self.seed = root, schema, bootstrap, seed
         self.random = random.Random(seed)
         self.suffix = uuid.uuid4().hex[:8]
-        self.step, self.keys = 1, 4000
+        self.step, self.keys = 1, 2000
         self.report: List[str] = []
+        self.process: Optional[DbtProcess] = None  # dbt's process since the last kill
+        self.warm_start = 0.0  # a command's first statement in it, less 1 s
 
     def variables(self, **more) -> Dict:
         return {"step": self.step, "keys": self.keys, "suffix": self.suffix, **more}
 
     def command(self, *args: str) -> List[str]:
-        return [str(Path(sys.executable).parent / "dbt"), *args, "--project-dir", str(self.root),
-                "--profiles-dir", str(self.root)]
+        return [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
 
-    def dbt(self, *args: str, kill_after: Optional[float] = None) -> Optional[subprocess.CompletedProcess]:
-        """`dbt <args>` to its end, or killed (its process group) after `kill_after` seconds:
-        then None, unless it ended first."""
-        command = self.command(*args)
-        if kill_after is None:
-            return subprocess.run(command, cwd=self.root, capture_output=True, text=True, timeout=600)
-        (self.root / "logs" / "dbt.log").unlink(missing_ok=True)
-        process = subprocess.Popen(command, cwd=self.root, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            process.wait(timeout=kill_after)
-            return subprocess.CompletedProcess(command, process.returncode, "", "")
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # dbt and its Spark JVM, at once
-            process.wait()
-            return None
+    def dbt_process(self) -> DbtProcess:
+        if self.process is None:
+            self.process = DbtProcess(self.root)
+        return self.process
 
-    def run(self, context: str, **more) -> subprocess.CompletedProcess:
-        done = self.dbt("run", "--vars", json.dumps(self.variables(**more)))
-        assert done.returncode == 0, f"{context} (seed {self.seed}): the run failed\n{done.stdout[-4000:]}"
-        return done
+    def killed(self, args: List[str], kill_after: float) -> str:
+        """`dbt <args>` killed (dbt's process group: dbt and its Spark JVM, at once) after
+        `kill_after` seconds: where it was, from its log."""
+        log = self.root / "logs" / "dbt.log"
+        logged_before = log.stat().st_size
+        if self.dbt_process().finished(self.command(*args), kill_after):
+            return "finished before the kill"
+        self.process.kill()
+        self.process = None
+        with log.open("rb") as text:
+            text.seek(logged_before)
+            if b"Running with dbt" not in text.read():
+                return "starting dbt (nothing logged yet)"
+        return _phase(self.root)
 
-    def table(self, model: str) -> Counter:
-        df = read_table_files(self.root / "spark" / "warehouse" / f"{self.schema}.db" / model)
-        types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-        self.types = types
-        return Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
+    def run(self, context: str, **more) -> str:
+        """A `dbt run` that must complete."""
+        variables = json.dumps(self.variables(**more))
+        success, output = self.dbt_process().invoke(self.command("run", "--vars", variables))
+        assert success, f"{context} (seed {self.seed}): the run failed\n{output[-4000:]}"
+        return output
 
-    def reading(self, topic: str, start) -> Counter:
-        replica = Replica()
-        for change in read_changelog(self.bootstrap, topic, start=start):
-            replica.apply(change)
-        return Counter(canonical(row, self.types) for row in replica.rows())
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+            self.process = None
+
+    def reading(self, topic: str, start, types: Dict[str, str], table: Counter) -> Counter:
+        """The package's reader from `start`, replayed; again while it differs from the table
+        for up to 15 s (the last commit's markers land after the run)."""
+        deadline = time.monotonic() + 15
+        while True:
+            replica = Replica()
+            for change in read_changelog(self.bootstrap, topic, start=start):
+                replica.apply(change)
+            got = Counter(canonical(row, types) for row in replica.rows())
+            if got == table or time.monotonic() >= deadline:
+                return got
+            time.sleep(0.5)
 
     def check(self, context: str, run_output: str) -> None:
+        tables = {m: read_table(self.root / "spark" / "warehouse" / f"{self.schema}.db" / m) for m in MODELS}
+        starts = ("earliest", StartPoint("latest-generation"))
+        with ThreadPoolExecutor(max_workers=6) as pool:  # the reads wait on the broker, mostly
+            readings = {(m, str(s)): pool.submit(self.reading, f"{m}_{self.suffix}", s, *tables[m])
+                        for m in MODELS for s in starts}
+            controls = {m: pool.submit(read_topic, self.bootstrap, f"{m}_{self.suffix}__logstore_commits")
+                        for m in MODELS}
         for model in MODELS:
             where = f"{context}, model {model} (seed {self.seed})"
-            topic = f"{model}_{self.suffix}"
-            table = self.table(model)
-            for start in ("earliest", StartPoint("latest-generation")):
-                deadline = time.monotonic() + 15  # the last commit's markers land after the run
-                while (got := self.reading(topic, start)) != table and time.monotonic() < deadline:
-                    time.sleep(0.5)
+            table = tables[model][1]
+            for start in starts:
+                got = readings[model, str(start)].result()
                 assert got == table, (f"{where}: reading from {start} differs\n only in the log: "
                                       f"{sorted((got - table).elements())[:10]}\n only in the table: "
                                       f"{sorted((table - got).elements())[:10]}")
-            confirmations = [json.loads(m.value) for m in read_topic(self.bootstrap, topic + "__logstore_commits")]
+            confirmations = [json.loads(m.value) for m in controls[model].result()]
             snapshots = [c["snapshot"] for c in confirmations]
             assert len(snapshots) == len(set(snapshots)), f"{where}: a snapshot confirmed twice: {snapshots}"
-            starts = [(c["snapshot"], c["generation"]) for c in confirmations if "generation_start" in c]
-            numbers = [g for _, g in sorted(starts)]
-            assert numbers == sorted(set(numbers)), f"{where}: generations (snapshot, number): {starts}"
+            generation_starts = [(c["snapshot"], c["generation"]) for c in confirmations
+                                 if "generation_start" in c]
+            numbers = [g for _, g in sorted(generation_starts)]
+            assert numbers == sorted(set(numbers)), \
+                f"{where}: generations (snapshot, number): {generation_starts}"
             recorded = recorded_properties(run_output, model)
-            assert int(recorded["logstore.generation"]) == numbers[-1], \
-                f"{where}: the table records generation {recorded['logstore.generation']}, the log {starts}"
+            assert int(recorded["logstore.generation"]) == numbers[-1], (
+                f"{where}: the table records generation {recorded['logstore.generation']}, "
+                f"the log {generation_starts}")
 
     def kill_and_recover(self, context: str, args: List[str], earliest: float, latest: float,
                          **recovery_variables) -> None:
         delay = self.random.uniform(earliest, latest)
-        killed = self.dbt(*args, kill_after=delay)
-        phase = "finished before the kill" if killed is not None else _phase(self.root)
+        phase = self.killed(args, delay)
         line = f"{context}: kill at {delay:.1f} s ({phase})"
         self.step += 1
+        self.close()  # a recovery starts as after a crash: Python, dbt and Spark afresh
+        started = time.monotonic()
         recovered = self.run(line, **recovery_variables)
+        ran = time.monotonic() - started
         actions = [a for a in ("taking over the lock", "re-sending change set", "already confirmed",
-                               "starts generation", "putting", "removing") if a in recovered.stdout]
-        self.report.append(f"{line}; recovery: {', '.join(actions) or 'nothing to do'}")
-        self.check(line, recovered.stdout)
+                               "starts generation", "putting", "removing") if a in recovered]
+        started = time.monotonic()
+        self.check(line, recovered)
+        self.report.append(f"{line}; recovery: {', '.join(actions) or 'nothing to do'} "
+                           f"(run {ran:.0f} s, checked in {time.monotonic() - started:.0f} s)")
 
     def round(self, number: int, earliest: float, normal: float) -> None:
+        """`earliest`: a fresh process's first statement, less 1 s; `normal`: its first run."""
         # the log is lost: a run with it off deletes keys and changes every row
         self.step += 1
-        self.keys -= self.random.randrange(100, 400)
+        self.keys -= self.random.randrange(self.keys // 40, self.keys // 10)  # rows never run out
         self.run(f"round {number}: the log off", log_system="none")
+        if number == 1:  # dbt starting in a process whose Spark runs
+            self.warm_start = max(0.0, _first_statement_after(self.root) - 1.0)
+        start = self.warm_start
         self.step += 1
         restart = ["run", "--vars", json.dumps(self.variables(on_lost="restart"))]
         # kills land from shortly before the first statement to past the usual end of a run
-        self.kill_and_recover(f"round {number}, restart", restart, earliest, normal * 1.1,
-                              on_lost="restart")
+        self.kill_and_recover(f"round {number}, restart", restart, start,
+                              start + normal * 1.1 - earliest, on_lost="restart")
         model = self.random.choice(list(MODELS))
         resnapshot = ["run-operation", "logstore_resnapshot", "--args", json.dumps({"model": model}),
                       "--vars", json.dumps(self.variables())]
         # an operation builds no model and ends well before a run (with a run's window, seed
         # 20261128 on a loaded machine: finished before its kill at 256 s)
         self.kill_and_recover(f"round {number}, logstore_resnapshot {model}", resnapshot,
-                              earliest, earliest + (normal - earliest) * 0.7)
+                              start, start + (normal - earliest) * 0.7)
 
 
 def test_generations_killed_at_random(tmp_path, kafka_bootstrap_servers):
@@ -191,18 +319,23 @@ def test_generations_killed_at_random(tmp_path, kafka_bootstrap_servers):
     (tmp_path / "macros").mkdir(exist_ok=True)
     (tmp_path / "macros" / "print_properties.sql").write_text(PROPERTIES)
     kills = GenerationKills(tmp_path, schema, kafka_bootstrap_servers, seed)
-    started = time.monotonic()
-    first = kills.run("the first run")
-    normal = time.monotonic() - started
-    earliest = max(0.5, _first_statement_after(tmp_path) - 1.0)
-    kills.check("after the first run", first.stdout)
-    report_file = os.environ.get("LOGSTORE_KILL_REPORT")
-    if report_file:
-        with open(report_file, "a") as out:
-            out.write(f"generations: seed {seed}, {rounds} rounds\n")
-    for number in range(1, rounds + 1):
-        kills.round(number, earliest, normal)
-        if report_file:  # round by round, so a long soak shows its progress
+    try:
+        started = time.monotonic()
+        first = kills.run("the first run")
+        normal = time.monotonic() - started  # Python, dbt and Spark starting, then the run
+        earliest = max(0.5, _first_statement_after(tmp_path) - 1.0)
+        kills.check("after the first run", first)
+        report_file = os.environ.get("LOGSTORE_KILL_REPORT")
+        if report_file:
             with open(report_file, "a") as out:
-                out.write("\n".join(kills.report[-2:]) + "; checked\n")
+                out.write(f"generations: seed {seed}, {rounds} rounds\n")
+        for number in range(1, rounds + 1):
+            kills.round(number, earliest, normal)
+            if report_file:  # round by round, so a long soak shows its progress
+                with open(report_file, "a") as out:
+                    out.write("\n".join(kills.report[-2:]) + "; checked\n")
+    finally:
+        kills.close()
+    print(f"the first run, in a new process: {normal:.0f} s, its first statement at {earliest + 1:.0f} s; "
+          f"in a running process, dbt's first statement at {kills.warm_start + 1:.0f} s")
     print("\n".join(kills.report))

@@ -22,6 +22,7 @@ import json
 import time
 import uuid
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Tuple
 
 import pytest
@@ -95,22 +96,29 @@ def plain_reading(servers: str, topic: str, types: Dict[str, str], value_format:
         consumer.close()
 
 
-def assert_readers_reach_the_table(servers: str, topic: str, value_format: str, context: str,
-                                   keyed: bool = True) -> None:
-    types, table = table_state(topic)  # the topic is named as the relation
-    readings = {"package reader": package_reading(servers, topic, topic, types)}
-    if keyed:
-        readings["plain upsert reader"] = plain_reading(servers, topic, types, value_format)
-    for reader, state in readings.items():
+def assert_readers_reach_the_table(servers: str, formats: Dict[str, str], context: str,
+                                   keyed: Dict[str, bool]) -> None:
+    """Each topic's readers (`formats`: each topic's value format; the topics are named as the
+    relations) at once: each waits on the broker, mostly (a plain reader's group join)."""
+    tables = {topic: table_state(topic) for topic in formats}
+    with ThreadPoolExecutor(max_workers=2 * len(formats)) as pool:
+        readings = {(topic, "package reader"): pool.submit(package_reading, servers, topic, topic,
+                                                           tables[topic][0]) for topic in formats}
+        readings.update({(topic, "plain upsert reader"): pool.submit(
+            plain_reading, servers, topic, tables[topic][0], value_format)
+            for topic, value_format in formats.items() if keyed[topic]})
+    for (topic, reader), reading in readings.items():
+        state, table = reading.result(), tables[topic][1]
         assert state == table, f"{context}: {reader} of {topic}" + differences(state, table)
 
 
-def assert_retracted(servers: str, topic: str, value_format: str, gone: List[int],
+def assert_retracted(messages: list, topic: str, value_format: str, gone: List[int],
                      context: str) -> None:
-    """On the wire: each key the table lost ends, in the topic, with its retraction (or has no
-    record left at all, once the cleaner removed the tombstone too)."""
+    """On the wire (`messages`: the topic's records): each key the table lost ends, in the
+    topic, with its retraction (or has no record left at all, once the cleaner removed the
+    tombstone too)."""
     by_key: Dict[int, list] = defaultdict(list)
-    for m in read_topic(servers, topic):
+    for m in messages:
         by_key[json.loads(m.key)["id"]].append(m)
     for key in gone:
         records = by_key[key]
@@ -136,16 +144,19 @@ class TestRebasedCompactedLogs:
         servers = kafka_bootstrap_servers
         topics = {m: f"{project.test_schema}.{m}" for m in MODELS}
         seen: Dict[str, set] = {t: set() for t in topics.values()}  # (partition, offset) ever read
+        formats = {topics[m]: value_format for m, value_format in MODELS.items()}
 
-        def written() -> None:
-            for topic in topics.values():
-                seen[topic] |= {(m.partition, m.offset) for m in read_topic(servers, topic)}
+        def written() -> Dict[str, list]:
+            records = {topic: read_topic(servers, topic) for topic in topics.values()}
+            for topic, messages in records.items():
+                seen[topic] |= {(m.partition, m.offset) for m in messages}
+            return records
 
         def check(context: str, gone: List[int]) -> None:
-            written()
-            for model, value_format in MODELS.items():
-                assert_retracted(servers, topics[model], value_format, gone, context)
-                assert_readers_reach_the_table(servers, topics[model], value_format, context)
+            records = written()
+            for topic, value_format in formats.items():
+                assert_retracted(records[topic], topic, value_format, gone, context)
+            assert_readers_reach_the_table(servers, formats, context, dict.fromkeys(formats, True))
 
         _run("run", step=1, keys=60)
         written()
@@ -177,8 +188,7 @@ class TestRebasedCompactedLogs:
         while any(len(read_topic(servers, t)) >= len(seen[t]) for t in topics.values()):
             assert time.monotonic() < deadline, "the log cleaner compacted nothing"
             time.sleep(2)
-        for model, value_format in MODELS.items():
-            assert_readers_reach_the_table(servers, topics[model], value_format, "compacted")
+        assert_readers_reach_the_table(servers, formats, "compacted", dict.fromkeys(formats, True))
 
         types, _ = table_state(topics["accounts"])
         cases = {
@@ -212,10 +222,10 @@ class TestAnEmptyGeneration:
         topics = {m: f"{project.test_schema}.{m}" for m in ("keyed", "keyless")}
 
         def check(context: str, rows: int) -> None:
-            for model, topic in topics.items():
+            for topic in topics.values():
                 assert len(table_state(topic)[1]) == rows
-                assert_readers_reach_the_table(servers, topic, "debezium-json", context,
-                                               keyed=model == "keyed")
+            assert_readers_reach_the_table(servers, dict.fromkeys(topics.values(), "debezium-json"),
+                                           context, {t: m == "keyed" for m, t in topics.items()})
 
         _run("run", step=1)
         check("first run", 5)
