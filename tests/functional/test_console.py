@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dbt.adapters.logstore.cli.commands.broker import free_port
+from dbt.adapters.logstore.cli.broker import free_port
 from tests.functional.fault_project import write_project
 
 BIN = Path(sys.executable).parent
