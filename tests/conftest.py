@@ -94,12 +94,13 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # finishes one. The longest files go first (seconds of a worker in a full run, `--durations`),
 # so that none of them starts last while the other workers sit idle.
 LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-26 (`--durations`)
+    # 400-610 s alone under load 8-15 (2026-11-28): its own 3-node cluster and Thrift Server
+    "test_node_restarts",
     "test_table_formats",  # ~870 s: Delta ~520, Iceberg ~340
     "test_standalone_cluster",  # ~1,210 s in the full run of 2026-11-27 04:44 (four tests then, two now)
     "test_faults_random_delta",  # ~660 s
-    "test_faults_generations",  # ~560 s in the full run of 2026-11-28 (one round: six dbt processes)
-    "test_node_restarts",  # ~640 s alone under load 10-20 (2026-11-28): its own 3-node cluster
     "test_faults_random_iceberg",  # ~500 s
+    "test_faults_generations",  # ~200 s alone, ~410 s under load 10-15 (2026-11-28: 3 JVMs a round)
     "test_faults_random",  # ~440 s
     "test_faults_concurrency",  # ~420 s (2026-11-26 afternoon: a third frozen-owner case)
     "test_schema_changes",  # ~405 s
