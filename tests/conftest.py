@@ -11,13 +11,12 @@ pytest_plugins = ["dbt.tests.fixtures.project"]
 # before dbt does; its Python workers (parallel mirror, logstore_changes tasks) must then run
 # this interpreter too, as the adapter arranges for the sessions it starts.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# Every Spark JVM the tests start, in this process and in the dbt processes they run, starts
-# with the JVM options of tests/spark-conf (there, why).
-os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark-conf"))
-# ... and with the Iceberg and Delta jars on its class path (tests/table_formats.py).
-from tests.table_formats import put_jars_on_class_path  # noqa: E402
+# Every Spark driver the tests start, in this process and in the dbt processes they run,
+# starts with the tests' Spark defaults, both table formats' jars and a class-data archive
+# (tests/spark_jvm.py).
+from tests.spark_jvm import configure_test_spark  # noqa: E402
 
-put_jars_on_class_path()
+configure_test_spark()
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from typing import Dict, List
 
 from dbt.adapters.logstore.__version__ import version
 from dbt.adapters.logstore.cli.broker import free_port
+from tests.spark_jvm import SPARK_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = """{{ config(materialized='table', unique_key='customer_id',
@@ -37,12 +38,13 @@ def readme_wheel_install() -> List[str]:
 
 def clean_env() -> Dict[str, str]:
     """This machine's environment without what the test session sets for its own Spark and
-    Python (a new user has none of it). pip's settings (its cache, find-links) stay, and so does
-    SPARK_CONF_DIR: the tests' JVM options (tests/spark-conf: C1 only, no code generation) keep
+    Python (a new user has none of it). pip's settings (its cache, find-links) stay, and the
+    tests' JVM options (tests/spark-conf: C1 only, no code generation, as SPARK_CONF_DIR) keep
     Spark's start short and change no result."""
-    return {k: v for k, v in os.environ.items()
-            if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_SUBMIT_ARGS",
-                         "DBT_PROFILES_DIR", "LOGSTORE_STATE_DIR")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_SUBMIT_ARGS",
+                        "SPARK_SUBMIT_OPTS", "DBT_PROFILES_DIR", "LOGSTORE_STATE_DIR")}
+    return {**env, "SPARK_CONF_DIR": str(SPARK_DEFAULTS.parent)}
 
 
 def run(command: List[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
+from tests.spark_jvm import SPARK_DEFAULTS
 from tests.table_formats import JARS
 
 STARTUP_TIMEOUT = 180.0
@@ -122,6 +123,7 @@ def _command(spark_home: str, port: int, work_dir: Path, master: str = "local[2]
     cmd = [os.path.join(spark_home, "bin", "spark-submit"),
            "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
            "--master", master,
+           "--properties-file", str(SPARK_DEFAULTS),  # the tests' Spark defaults (tests/spark_jvm.py)
            # Hive's LLAP classes, which Spark 4 no longer ships: closing a session can initialize
            # Hive's function registry, which needs them (jars/hive-llap/pom.xml)
            "--driver-class-path", os.pathsep.join([str(LLAP_JARS / "*"), *map(str, jars)])]
