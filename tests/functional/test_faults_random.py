@@ -84,6 +84,12 @@ PROJECT = {"seeds": {"faults": {SEED: {"+log_system": "kafka", "+unique_key": "i
                                        "+kafka_topic": SEED + "_{{ var('suffix') }}",
                                        "+column_types": {"event_at": "timestamp"}}}}}
 LOGGED = (*MODELS, SEED)
+# On Iceberg and Delta, the models whose commits the format makes: a table's atomic replace
+# (keyed, and the seed's), an append (appended) and a partition overwrite (daily's batches).
+# The keyless and eventual models commit their tables the keyed model's way; what is theirs (a
+# generation, Spark tasks writing the log) does not depend on the format, and the parquet
+# run has them.
+FORMAT_MODELS = ("keyed", "appended", "daily")
 
 
 def _events_csv(step: int) -> str:
@@ -146,6 +152,7 @@ class RandomKills:
     def __init__(self, root: Path, schema: str, bootstrap: str, seed: int, table_format: str = "parquet"):
         self.root, self.schema, self.bootstrap = root, schema, bootstrap
         self.table_format = table_format
+        self.logged = LOGGED if table_format == "parquet" else (*FORMAT_MODELS, SEED)
         self.suffix = uuid.uuid4().hex[:8]
         self.random = random.Random(seed)
         self.seed = seed
@@ -194,7 +201,7 @@ class RandomKills:
         the tables' own properties (`dbt-logstore status`: a Spark JVM more, so at the end)."""
         recorded = _run_results(self.root)
         status = {s["model"]: s for s in _status(self.root, self.variables)} if read_tables else {}
-        for model in LOGGED:
+        for model in self.logged:
             topic = self.topic(model)
             where = f"{context}, model {model} on {self.table_format} (seed {self.seed})"
             # a microbatch model's result carries no adapter response (dbt's, per model, not
@@ -266,14 +273,15 @@ def run_kill_test(root: Path, bootstrap: str, table_format: str = "parquet") -> 
     print(f"random kills on {table_format}: seed {seed}, {rounds} rounds "
           f"(LOGSTORE_KILL_SEED={seed} replays them)")
     schema = f"kills_{uuid.uuid4().hex[:8]}"
-    profile, project = None, PROJECT
+    profile, project, models = None, PROJECT, MODELS
     if table_format != "parquet":
+        models = {name: MODELS[name] for name in FORMAT_MODELS}
         profile = {"server_side_parameters": {"spark.sql.shuffle.partitions": "2",
                                               "spark.sql.session.timeZone": "UTC",
                                               **SESSION_SETTINGS[table_format]}}
         project = {"models": {"+file_format": table_format},
                    "seeds": {"faults": {**PROJECT["seeds"]["faults"], "+file_format": table_format}}}
-    write_project(root, schema, bootstrap, None, models=MODELS, profile=profile, project=project)
+    write_project(root, schema, bootstrap, None, models=models, profile=profile, project=project)
     out = os.environ.get("LOGSTORE_KILL_REPORT")
     if out:
         with open(out, "a") as report_file:

@@ -1,7 +1,8 @@
-"""The random-kill test (test_faults_random.py: a logged seed, keyed and keyless tables, an
-incremental append, an eventual table of two Spark writers, a microbatch model; `dbt build`
-killed at a random moment, then recovered and checked) with every table on Iceberg: its atomic
-replace, overwrite and version tie recover by the rules of docs/log-format.md. The tables are
+"""The random-kill test (test_faults_random.py: `dbt build` killed at a random moment, then
+recovered and checked) with every table on Iceberg: its atomic replace (a keyed table, a logged
+seed), append (an incremental model) and partition overwrite (a microbatch model) and their
+version tie recover by the rules of docs/log-format.md (FORMAT_MODELS: the keyless and eventual
+models commit their tables as the keyed one does, and run on parquet). The tables are
 read from their files. One round in `make test` (a file per format, so that the suite's workers
 share them); `make soak SOAK_TESTS=...` runs LOGSTORE_KILL_ROUNDS."""
 import pytest
