@@ -93,8 +93,8 @@ class LoggedModelsOnAFormat:
         return {"orders_history.sql": HISTORY}
 
     def _check(self, project, servers, table_format, model, history):
-        """The contract and the version tie of one model after a run; `history` (version ->
-        rows, of earlier runs) must still be readable as it was."""
+        """The contract and the version tie of one model after a run, which is added to
+        `history` (version -> rows)."""
         relation = f"{project.test_schema}.{model}"
         where = f"{table_format} {model}"
         messages = confirmed(servers, relation, read_topic(servers, relation))
@@ -105,12 +105,19 @@ class LoggedModelsOnAFormat:
         assert last["table_version"] == version, (where, last)
         assert version == self._data_version(relation, table_format), where
         assert table_state(f"{relation} version as of {version}") == (types, table), where
-        for old_version, (old_types, old_rows) in history.items():
-            assert old_version in _versions(relation, table_format), (where, old_version)
-            assert table_state(f"{relation} version as of {old_version}")[1] == old_rows, \
-                f"{where}: version {old_version} lost its rows"
         history[version] = (types, table)
         return messages
+
+    @staticmethod
+    def _check_history(project, table_format, model, history):
+        """Every version a run committed is still readable as it was (after the last run: a
+        version lost earlier is lost then too)."""
+        relation = f"{project.test_schema}.{model}"
+        versions = _versions(relation, table_format)
+        for old_version, (old_types, old_rows) in history.items():
+            assert old_version in versions, (table_format, model, old_version)
+            assert table_state(f"{relation} version as of {old_version}")[1] == old_rows, \
+                f"{table_format} {model}: version {old_version} lost its rows"
 
     @staticmethod
     def _data_version(relation, table_format):
@@ -131,6 +138,8 @@ class LoggedModelsOnAFormat:
             run_dbt(["snapshot", *variables])
             for model in LOGGED:
                 self._check(project, servers, table_format, model, histories[model])
+        for model in LOGGED:
+            self._check_history(project, table_format, model, histories[model])
         orders = f"{project.test_schema}.orders"
         assert "added" in table_state(orders)[0]
         # every run a commit of the table's own (create or replace, MERGE, overwrite)
