@@ -92,44 +92,43 @@ def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
 # --no-loadscope-reorder), handing each worker the next file in collection order when it
 # finishes one. The longest files go first (seconds of a worker in a full run, `--durations`),
 # so that none of them starts last while the other workers sit idle.
-LONGEST_FIRST = (  # seconds of a worker in a full run on four workers, 2026-11-26 (`--durations`)
-    # 400-610 s alone under load 8-15 (2026-11-28): its own 3-node cluster and Thrift Server
-    "test_node_restarts",
-    "test_table_formats",  # ~870 s: Delta ~520, Iceberg ~340
-    "test_standalone_cluster",  # ~1,210 s in the full run of 2026-11-27 04:44 (four tests then, two now)
-    "test_faults_random_delta",  # ~660 s
-    "test_faults_random_iceberg",  # ~500 s
-    "test_faults_generations",  # ~200 s alone, ~410 s under load 10-15 (2026-11-28: 3 JVMs a round)
-    "test_faults_random",  # ~440 s
-    "test_faults_concurrency",  # ~420 s (2026-11-26 afternoon: a third frozen-owner case)
-    "test_schema_changes",  # ~405 s
-    "test_options",  # ~330 s
-    "test_rebase_readers",  # ~330 s alone on a busy machine (2026-11-28; 730 s under load 20)
-    "test_contract",  # ~310 s
-    "test_install",  # ~90 s alone, ~315 s in the full run of 2026-11-27 04:44: make wheel, a fresh venv, dbt debug and run
-    "test_peer_flink",  # ~300 s
-    "test_consuming",  # ~270 s
-    "test_reduced_inputs",  # ~225 s
-    "test_broker_failure",  # ~220 s
-    "test_faults_incremental",  # ~220 s
-    "test_apache_kafka",  # ~200 s
-    "test_log_life",  # ~200 s alone (its own one-node cluster)
-    "test_faults_parallel",  # ~200 s
-    "test_faults_late",  # ~190 s
-    "test_microbatch",  # ~190 s
-    "test_faults_early",  # ~170 s
-    "test_live_spark",  # ~140 s
-    "test_live_flink",  # ~130 s
-    "test_seeds",  # ~125 s
-    "test_downstream_thrift",  # ~115 s
-    "test_downstream",  # ~100 s
-    "test_kafka_security",
-    "test_kafka_connect_sink",
-    "test_cli_errors",
-    "test_snapshots",  # ~60 s
-    "test_parallel_mirror",
-    "test_adapter_basic",
-    "test_thrift",
+LONGEST_FIRST = (  # seconds of a worker in the full run of 2026-11-28 12:12 (junit times)
+    "test_table_formats",  # 1,132 s: Delta 555, Iceberg 512 (history checks since cut)
+    "test_standalone_cluster",  # 1,007 s: session 523, thrift 448
+    "test_log_life",  # 681 s, ten tests (its own one-node cluster)
+    "test_schema_changes",  # 624 s
+    "test_faults_random",  # 602 s
+    "test_node_restarts",  # 591 s (its own 3-node cluster and Thrift Server)
+    "test_faults_concurrency",  # 567 s
+    "test_faults_random_delta",  # 558 s (six models then, four since)
+    "test_rebase_readers",  # 516 s (a plain reader stuck 300 s; fixed since)
+    "test_faults_random_iceberg",  # 428 s (six models then, four since)
+    "test_faults_generations",  # 403 s
+    "test_options",  # 366 s
+    "test_cli_errors",  # 308 s, thirty tests
+    "test_consuming",  # 286 s
+    "test_peer_flink",  # 283 s
+    "test_apache_kafka",  # 275 s
+    "test_broker_failure",  # 271 s
+    "test_contract",  # 240 s
+    "test_faults_early",  # 219 s
+    "test_downstream_thrift",  # 205 s
+    "test_install",  # 203 s: make wheel, a fresh venv, dbt debug and run
+    "test_faults_late",  # 183 s
+    "test_microbatch",  # 180 s
+    "test_reduced_inputs",  # 177 s
+    "test_faults_incremental",  # 176 s
+    "test_live_spark",  # 168 s
+    "test_faults_parallel",  # 155 s
+    "test_live_flink",  # 153 s
+    "test_seeds",  # 115 s
+    "test_downstream",  # 106 s
+    "test_config_errors",  # 98 s
+    "test_kafka_connect_sink",  # 88 s
+    "test_console",  # 81 s
+    "test_snapshots",  # 79 s
+    "test_adapter_basic",  # 75 s
+    "test_kafka_security",  # 70 s
 )
 
 
