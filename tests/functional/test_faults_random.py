@@ -84,8 +84,10 @@ PROJECT = {"seeds": {"faults": {SEED: {"+log_system": "kafka", "+unique_key": "i
                                        "+kafka_topic": SEED + "_{{ var('suffix') }}",
                                        "+column_types": {"event_at": "timestamp"}}}}}
 LOGGED = (*MODELS, SEED)
-# On Iceberg and Delta, the models whose commits the format makes: a table's atomic replace
-# (keyed, and the seed's), an append (appended) and a partition overwrite (daily's batches).
+# On Iceberg and Delta (test_faults_random_iceberg.py, _delta.py), the models whose commits the
+# format makes and ties to its versions, recovered by docs/log-format.md's rules: a table's
+# atomic replace (keyed, and the seed's), an append (appended) and a partition overwrite
+# (daily's batches).
 # The keyless and eventual models commit their tables the keyed model's way; what is theirs (a
 # generation, Spark tasks writing the log) does not depend on the format, and the parquet
 # run has them.
