@@ -30,9 +30,9 @@ SWITCH = "LOGSTORE_TEST_QUICK_JVM"
 QUIET = "-Xlog:cds*=off"
 
 # Loads what a logged model's run loads: Hive support and its Derby metastore, a parquet table
-# written, altered, read back, joined and aggregated (whole-stage code generation included).
+# written, altered, read back, joined and aggregated (with the tests' defaults, as they run).
 WARM_UP = """
-import sys, tempfile
+import tempfile
 from pyspark.sql import SparkSession
 work = tempfile.mkdtemp(prefix="logstore-cds-")
 spark = (SparkSession.builder.master("local[2]").enableHiveSupport()
@@ -108,9 +108,8 @@ def configure_test_spark() -> None:
     if "--properties-file" not in args:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {SPARK_DEFAULTS} {args}"
     put_jars_on_class_path()
-    if "logstore-quick-jvm" in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+    existing = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if "-Dlogstore-quick-jvm" in existing:  # decided once, archive or not: the workers skip it
         return
-    options = quick_jvm_options()
-    if options:
-        existing = os.environ.get("SPARK_SUBMIT_OPTS", "")
-        os.environ["SPARK_SUBMIT_OPTS"] = f"{existing} {options} -Dlogstore-quick-jvm=1".strip()
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
+        part for part in (existing, quick_jvm_options(), "-Dlogstore-quick-jvm=1") if part)

@@ -83,7 +83,6 @@ PROJECT = {"seeds": {"faults": {SEED: {"+log_system": "kafka", "+unique_key": "i
                                        "+event_time": "event_at",
                                        "+kafka_topic": SEED + "_{{ var('suffix') }}",
                                        "+column_types": {"event_at": "timestamp"}}}}}
-LOGGED = (*MODELS, SEED)
 # On Iceberg and Delta (test_faults_random_iceberg.py, _delta.py), the models whose commits the
 # format makes and ties to its versions, recovered by docs/log-format.md's rules: a table's
 # atomic replace (keyed, and the seed's), an append (appended) and a partition overwrite
@@ -92,6 +91,12 @@ LOGGED = (*MODELS, SEED)
 # generation, Spark tasks writing the log) does not depend on the format, and the parquet
 # run has them.
 FORMAT_MODELS = ("keyed", "appended", "daily")
+
+
+def models_on(table_format: str) -> Dict[str, str]:
+    """The models the random-kill project builds on `table_format`."""
+    names = MODELS if table_format == "parquet" else FORMAT_MODELS
+    return {name: MODELS[name] for name in names}
 
 
 def _events_csv(step: int) -> str:
@@ -154,7 +159,7 @@ class RandomKills:
     def __init__(self, root: Path, schema: str, bootstrap: str, seed: int, table_format: str = "parquet"):
         self.root, self.schema, self.bootstrap = root, schema, bootstrap
         self.table_format = table_format
-        self.logged = LOGGED if table_format == "parquet" else (*FORMAT_MODELS, SEED)
+        self.logged = (*models_on(table_format), SEED)
         self.suffix = uuid.uuid4().hex[:8]
         self.random = random.Random(seed)
         self.seed = seed
@@ -275,15 +280,15 @@ def run_kill_test(root: Path, bootstrap: str, table_format: str = "parquet") -> 
     print(f"random kills on {table_format}: seed {seed}, {rounds} rounds "
           f"(LOGSTORE_KILL_SEED={seed} replays them)")
     schema = f"kills_{uuid.uuid4().hex[:8]}"
-    profile, project, models = None, PROJECT, MODELS
+    profile, project = None, PROJECT
     if table_format != "parquet":
-        models = {name: MODELS[name] for name in FORMAT_MODELS}
         profile = {"server_side_parameters": {"spark.sql.shuffle.partitions": "2",
                                               "spark.sql.session.timeZone": "UTC",
                                               **SESSION_SETTINGS[table_format]}}
         project = {"models": {"+file_format": table_format},
                    "seeds": {"faults": {**PROJECT["seeds"]["faults"], "+file_format": table_format}}}
-    write_project(root, schema, bootstrap, None, models=models, profile=profile, project=project)
+    write_project(root, schema, bootstrap, None, models=models_on(table_format), profile=profile,
+                  project=project)
     out = os.environ.get("LOGSTORE_KILL_REPORT")
     if out:
         with open(out, "a") as report_file:
