@@ -9,10 +9,10 @@
   tombstone) and a plain upsert reader and the package's reader end with the table. Then runs
   that update every row, the broker's own cleaner compacts the topics (fewer records than were
   written), and four readers from the earliest offset end with the table: the package's reader
-  (read_changelog + replay.Replica), a plain upsert-by-key reader (a new consumer group,
-  auto.offset.reset=earliest, the latest value per key, tombstones delete: what Kafka Streams,
-  ksqlDB or a JDBC upsert sink do), Flink `upsert-kafka` and Flink `debezium-json` with a
-  primary key.
+  (read_changelog + replay.Replica), a plain upsert-by-key reader (confluent-kafka: a new
+  consumer group, auto.offset.reset=earliest, the latest value per key, tombstones delete: what
+  Kafka Streams, ksqlDB or a JDBC upsert sink do), Flink `upsert-kafka` and Flink
+  `debezium-json` with a primary key.
 - TestAnEmptyGeneration: a keyed and a keyless table dropped and rebuilt empty under `restart`,
   then rows again: after each run the package's reader from the earliest offset (both) and the
   plain upsert reader (keyed: a keyless log needs the generation's start offsets, documented)
@@ -27,7 +27,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 from dbt.tests.util import run_dbt_and_capture
-from kafka import KafkaConsumer
+from confluent_kafka import Consumer, KafkaError
 
 from dbt.adapters.logstore.reading.reader import read_changelog
 from dbt.adapters.logstore.reading.replay import Replica
@@ -67,34 +67,40 @@ def package_reading(servers: str, topic: str, relation: str, types: Dict[str, st
 
 def plain_reading(servers: str, topic: str, types: Dict[str, str], value_format: str) -> Counter:
     """A consumer that knows nothing of generations or confirmations: a new group from the
-    earliest offset, the latest value per key, a tombstone (or a Debezium `d`) deletes."""
-    # A group's leader assigns the partitions it knows of: one that joined before its metadata
-    # held the topic is assigned nothing, and joins again only when its metadata changes, at
-    # the next refresh (5 minutes by default; seen in a full run: assigned [] until the end).
-    consumer = KafkaConsumer(topic, bootstrap_servers=servers, group_id=f"plain-{uuid.uuid4().hex}",
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             isolation_level="read_committed", metadata_max_age_ms=2000)
+    earliest offset, the latest value per key, a tombstone (or a Debezium `d`) deletes. It is
+    librdkafka's (confluent-kafka), the client most Python services read with, and not the
+    package's own kafka-python."""
+    # kafka-python's group once stayed assigned nothing for 300 s in a full run (twice, with a
+    # 2 s metadata refresh too); librdkafka joins again as soon as the topic's metadata changes.
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"plain-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer.subscribe([topic])
     try:
+        partitions = set(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
         latest: Dict[bytes, dict] = {}
-        deadline, ends = time.monotonic() + 300, None  # a group's join is slow on a busy machine
-        while True:
-            for records in consumer.poll(timeout_ms=300).values():
-                for m in records:
-                    value = None if m.value is None else json.loads(m.value)
-                    if value is not None and value_format == "debezium-json":
-                        value = None if value["op"] == "d" else value["after"]
-                    if value is None:
-                        latest.pop(m.key, None)
-                    else:
-                        latest[m.key] = value
-            assigned = consumer.assignment()
-            if assigned and ends is None:
-                ends = consumer.end_offsets(list(assigned))
-            if ends and all(consumer.position(tp) >= end for tp, end in ends.items()):
-                return Counter(canonical(row, types) for row in latest.values())
+        at_end: set = set()  # the partitions read to their end (read_committed: the stable end)
+        deadline = time.monotonic() + 300  # a group's join is slow on a busy machine
+        while not (partitions and at_end >= partitions):
             assert time.monotonic() < deadline, (
-                f"the plain reader did not reach the end of {topic}: assigned {sorted(assigned)}, "
-                f"positions {[(tp.partition, consumer.position(tp)) for tp in assigned]}, ends {ends}")
+                f"the plain reader did not reach the end of {topic}: partitions {sorted(partitions)}, "
+                f"assigned {sorted(tp.partition for tp in consumer.assignment())}, at the end "
+                f"{sorted(at_end)}")
+            m = consumer.poll(0.3)
+            if m is None:
+                continue
+            if m.error():
+                assert m.error().code() == KafkaError._PARTITION_EOF, f"{topic}: {m.error()}"
+                at_end.add(m.partition())
+                continue
+            value = None if m.value() is None else json.loads(m.value())
+            if value is not None and value_format == "debezium-json":
+                value = None if value["op"] == "d" else value["after"]
+            if value is None:
+                latest.pop(m.key(), None)
+            else:
+                latest[m.key()] = value
+        return Counter(canonical(row, types) for row in latest.values())
     finally:
         consumer.close()
 
