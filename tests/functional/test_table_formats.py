@@ -24,7 +24,7 @@ from tests.table_formats import SESSION_SETTINGS
 ORDERS = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=2) }}
 select id, concat('v', cast((id * {{ var('step') }}) % 5 as string)) as version
-{%- if var('step', 1) >= 4 %}, id * 10 as added{% endif %}
+{%- if var('step', 1) >= 3 %}, id * 10 as added{% endif %}
 from range({{ var('step') }} % 3, 12) as r(id)
 """
 MERGED = """
@@ -32,7 +32,7 @@ MERGED = """
           log_system='kafka') }}
 select id, {{ var('step') }} as seen from range({{ var('step') }} * 2, {{ var('step') }} * 2 + 4) as r(id)
 """
-# a run overwrites one day's partition: step 1 and 3 day 0, step 2 and 4 day 1
+# a run overwrites one day's partition: steps 1 and 3 the same day (3 with a row fewer), step 2 the other
 DAILY = """
 {{ config(materialized='incremental', incremental_strategy='insert_overwrite', partition_by=['day'],
           unique_key='id', log_system='kafka') }}
@@ -130,7 +130,7 @@ class LoggedModelsOnAFormat:
     def test_logged_models_keep_the_tables_history(self, project, kafka_bootstrap_servers):
         servers, table_format = kafka_bootstrap_servers, self.table_format
         histories = {model: {} for model in LOGGED}
-        for step in (1, 2, 3, 4):  # 4: orders gains a column
+        for step in (1, 2, 3):  # 3: orders gains a column, gets keys 0 and 1 back
             variables = ["--vars", json.dumps({"step": step})]
             results = run_dbt(["run", *variables])
             assert all(r.adapter_response.get("log_table_version") for r in results), \
@@ -144,7 +144,7 @@ class LoggedModelsOnAFormat:
         assert "added" in table_state(orders)[0]
         # every run a commit of the table's own (create or replace, MERGE, overwrite)
         for model in ("orders", "merged", "daily"):
-            assert len(histories[model]) == 4, (model, list(histories[model]))
+            assert len(histories[model]) == 3, (model, list(histories[model]))
         if table_format == "delta":
             operations = {r["operation"] for r in spark().sql(f"describe history {orders}").collect()}
             assert "CREATE OR REPLACE TABLE AS SELECT" in operations, operations
