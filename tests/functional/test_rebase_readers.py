@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Tuple
 
 import pytest
-from dbt.tests.util import run_dbt_and_capture
 from confluent_kafka import Consumer, KafkaError
+from dbt.tests.util import run_dbt_and_capture
 
 from dbt.adapters.logstore.reading.reader import read_changelog
 from dbt.adapters.logstore.reading.replay import Replica
@@ -68,8 +68,7 @@ def package_reading(servers: str, topic: str, relation: str, types: Dict[str, st
 def plain_reading(servers: str, topic: str, types: Dict[str, str], value_format: str) -> Counter:
     """A consumer that knows nothing of generations or confirmations: a new group from the
     earliest offset, the latest value per key, a tombstone (or a Debezium `d`) deletes. It is
-    librdkafka's (confluent-kafka), the client most Python services read with, and not the
-    package's own kafka-python."""
+    librdkafka's (confluent-kafka), not the package's own client (kafka-python)."""
     # kafka-python's group once stayed assigned nothing for 300 s in a full run (twice, with a
     # 2 s metadata refresh too); librdkafka joins again as soon as the topic's metadata changes.
     consumer = Consumer({"bootstrap.servers": servers, "group.id": f"plain-{uuid.uuid4().hex}",
