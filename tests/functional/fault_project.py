@@ -15,6 +15,7 @@ import yaml
 
 from dbt.adapters.logstore.faults import ENV, PAUSE_ENV, SWAP_POINT
 from tests.functional.contract import replay_confirmed, rows_state, wait_for_confirmations
+from tests.functional.dbt_process import long_lived
 from tests.functional.kills import wait_until_stopped  # noqa: F401 (the freeze tests' import)
 from tests.functional.thrift_server import ThriftServer
 
@@ -105,20 +106,43 @@ def subprocess_project(tmp_path_factory, kafka_bootstrap_servers, spark_thrift_s
 
 def dbt(root: Path, *args: str, fault: Optional[str] = None, pause: Optional[str] = None,
         wait: bool = True, new_session: bool = False) -> Any:
-    """`dbt <args>` in a subprocess; `fault` names a crash point, `pause` is
-    '<point>:<folder>' (see faults.py). wait=False returns the running Popen; new_session: in
-    a process group of its own (killed whole with the session method's Spark JVM)."""
+    """`dbt <args>`; `fault` names a crash point, `pause` is '<point>:<folder>' (see
+    faults.py): a `dbt` process of its own, as is a run not waited for (wait=False returns the
+    running Popen; new_session: in a process group of its own, killed whole with the session
+    method's Spark JVM). A Thrift Server project's other commands run in a long-lived dbt
+    process (dbt_process.py: why), with the exit code and output the `dbt` command gives."""
     env = {k: v for k, v in os.environ.items() if k not in (ENV, PAUSE_ENV)}
     if fault:
         env[ENV] = fault
     if pause:
         env[PAUSE_ENV] = pause
-    command = [str(Path(sys.executable).parent / "dbt"), *args, "--project-dir", str(root),
-               "--profiles-dir", str(root)]
+    paths = ["--project-dir", str(root), "--profiles-dir", str(root)]
+    command = [str(Path(sys.executable).parent / "dbt"), *args, *paths]
     if not wait:
         return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=new_session)
+    if not (fault or pause) and _on_thrift(root):
+        process = long_lived(root, env)
+        if process.busy.acquire(blocking=False):  # else another thread's command runs in it
+            try:
+                code, output = process.run([*args, *paths], timeout=300)
+            finally:
+                process.busy.release()
+            return subprocess.CompletedProcess(command, code, output, "")
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _on_thrift(root: Path) -> bool:
+    """Whether the project's profile (write_project's) reaches Spark over thrift: a session
+    project's Derby metastore allows one JVM, so a long-lived one would lock out the runs a
+    test starts on its own."""
+    try:
+        profiles = yaml.safe_load((root / "profiles.yml").read_text())
+    except OSError:
+        return False
+    outputs = [o for p in (profiles or {}).values() if isinstance(p, dict)
+               for o in (p.get("outputs") or {}).values()]
+    return bool(outputs) and all(o.get("method") == "thrift" for o in outputs)
 
 
 def crash_and_recover(subprocess_project, kafka_bootstrap_servers, points, suffix):

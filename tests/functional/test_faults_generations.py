@@ -27,12 +27,7 @@ LOGSTORE_KILL_SEED (default random), printed, and named with every failure.
 """
 import json
 import os
-import queue
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -45,6 +40,7 @@ import pytest
 from dbt.adapters.logstore.reading.reader import StartPoint, read_changelog
 from dbt.adapters.logstore.reading.replay import Replica
 from tests.functional.contract import canonical, read_topic
+from tests.functional.dbt_process import DbtProcess
 from tests.functional.fault_project import write_project
 from tests.functional.test_faults_random import _first_statement_after, _phase
 
@@ -78,81 +74,6 @@ PROPERTIES = """
   {% endif %}
 {% endmacro %}
 """
-
-
-# dbt commands read from stdin (one JSON list of arguments a line), run one after another
-END = "DBT-COMMAND-ENDED "
-DRIVER = f"""import json, sys
-from dbt.cli.main import dbtRunner
-runner = dbtRunner()
-for line in sys.stdin:
-    success = runner.invoke(json.loads(line)).success
-    print("\\n{END}" + json.dumps(success), flush=True)
-"""
-
-
-class DbtProcess:
-    """One Python process that runs the dbt commands it is given one after another, in one Spark
-    JVM (the session method's, started by the first), in a process group of its own."""
-
-    def __init__(self, root: Path) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=root, text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-        self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
-        self.output: List[str] = []  # the running command's
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def _ended(self, deadline: float) -> Optional[bool]:
-        """The running command's success, None if it still runs at `deadline`."""
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                return None
-            if line is None:
-                raise AssertionError(f"the dbt process ended ({self.process.wait()}) in the middle "
-                                     "of a command:\n" + "".join(self.output)[-3000:])
-            if line.startswith(END):
-                return json.loads(line[len(END):])
-            self.output.append(line)
-
-    def finished(self, args: List[str], within: float) -> bool:
-        """`dbt <args>` started; whether it ended within `within` seconds."""
-        self.output = []
-        self.process.stdin.write(json.dumps(args) + "\n")
-        self.process.stdin.flush()
-        return self._ended(time.monotonic() + within) is not None
-
-    def invoke(self, args: List[str], timeout: float = 600) -> Tuple[bool, str]:
-        """dbt's success and its output."""
-        self.output = []
-        self.process.stdin.write(json.dumps(args) + "\n")
-        self.process.stdin.flush()
-        success = self._ended(time.monotonic() + timeout)
-        assert success is not None, f"dbt {args[0]} still runs after {timeout:.0f} s:\n" \
-            + "".join(self.output)[-3000:]
-        return success, "".join(self.output)
-
-    def kill(self) -> None:
-        """SIGKILL to its process group: dbt and its Spark JVM, at once."""
-        assert self.process.poll() is None, "the dbt process had ended: nothing was killed"
-        os.killpg(self.process.pid, signal.SIGKILL)
-        assert self.process.wait(timeout=60) == -signal.SIGKILL
-
-    def close(self) -> None:
-        """Its end (stdin closed), or its kill when it does not end."""
-        try:
-            self.process.stdin.close()
-            self.process.wait(timeout=120)
-        except (OSError, subprocess.TimeoutExpired):
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
 
 
 def recorded_properties(run_output: str, model: str) -> Dict[str, str]:
