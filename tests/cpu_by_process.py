@@ -3,9 +3,9 @@ Servers, executors, Kafka brokers, Flink), dbt's processes, the pytest workers.
 
     .venv/bin/python -m tests.cpu_by_process -- make test
 
-runs the command and reads /proc every two seconds; every process that starts meanwhile is
-counted with the CPU time it had when last seen (the last two seconds of a process that ends
-between two reads are missed). Processes that ran before the command are left out. On a
+runs the command and reads every process's CPU time (psutil) every two seconds; every process
+that starts meanwhile is counted with the CPU time it had when last seen (the last two seconds
+of a process that ends between two reads are missed). Processes that ran before the command are left out. On a
 2-core machine the suite keeps both cores busy, so its time is its CPU work: this says which
 work (docs/contributing.md, Timings, quotes it).
 """
@@ -18,7 +18,8 @@ import time
 from collections import Counter
 from typing import Dict, Iterator, Tuple
 
-TICKS = os.sysconf("SC_CLK_TCK")
+import psutil
+
 # (what a process's command line holds, its kind): the first that matches
 KINDS = (
     ("kafka.Kafka", "Kafka broker"),
@@ -46,38 +47,32 @@ def kind_of(command_line: str) -> str:
     return "other: " + os.path.basename(command_line.split(" ", 1)[0] or "?")
 
 
-def _processes() -> Iterator[Tuple[Tuple[str, str], float]]:
-    """(pid, start time) and CPU seconds of every process now."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        yield (pid, fields[19]), (int(fields[11]) + int(fields[12])) / TICKS
+def _processes() -> Iterator[Tuple[Tuple[int, float], psutil.Process, float]]:
+    """Every process now: (pid, creation time), the process, and its CPU seconds."""
+    for process in psutil.process_iter(["cpu_times", "create_time"]):
+        times = process.info["cpu_times"]
+        if times is not None:  # else it ended, or is not ours to read
+            yield (process.pid, process.info["create_time"]), process, times.user + times.system
 
 
-def _command_line(pid: str) -> str:
+def _command_line(process: psutil.Process) -> str:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as text:
-            return text.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # ended since
         return ""
 
 
 def main(command: list, every: float = 2.0) -> int:
-    before = {key for key, _ in _processes()}
-    seen: Dict[Tuple[str, str], list] = {}  # (pid, start) -> [kind, CPU seconds]
+    before = {key for key, _, _ in _processes()}
+    seen: Dict[Tuple[int, float], list] = {}  # (pid, creation time) -> [kind, CPU seconds]
     started = time.monotonic()
     child = subprocess.Popen(command)
     while child.poll() is None:
-        for key, cpu in _processes():
+        for key, process, cpu in _processes():
             if key in before:
                 continue
-            if key not in seen:
-                seen[key] = [kind_of(_command_line(key[0])), cpu]
+            if key not in seen:  # its command line read once
+                seen[key] = [kind_of(_command_line(process)), cpu]
             seen[key][1] = cpu
         time.sleep(every)
     wall = time.monotonic() - started

@@ -86,7 +86,6 @@ class DbtProcess:
         code = self._ended(time.monotonic() + timeout)
         assert code is not None, f"dbt {args[0]} still runs after {timeout:.0f} s:\n" \
             + "".join(self.output)[-3000:]
-        # the command's own last line ends with the newline the marker's line starts with
         return code, "".join(self.output)
 
     def invoke(self, args: List[str], timeout: float = 600) -> Tuple[bool, str]:
@@ -133,6 +132,8 @@ def long_lived(root: Path, env: Dict[str, str]) -> DbtProcess:
 
 @atexit.register
 def _close_all() -> None:
+    """At the worker's end. (A worker that ends without it closes their stdin all the same,
+    and each ends with its input.)"""
     for process in _processes.values():
         process.close()
     _processes.clear()
