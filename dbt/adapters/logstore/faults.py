@@ -46,7 +46,10 @@ def maybe_crash(point: str) -> None:
     if point in points.split(","):
         folder = Path(each_folder)
         count = len(list(folder.glob("reached-*"))) + 1
-        (folder / f"reached-{count}").write_text(point)
+        # written whole, then renamed: a test that sees the file reads the step's name, not ""
+        written = folder / f".reached-{count}.{os.getpid()}"
+        written.write_text(point)
+        os.replace(written, folder / f"reached-{count}")
         deadline = time.monotonic() + PAUSE_LIMIT_S
         while not (folder / f"release-{count}").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
