@@ -4,7 +4,7 @@ or, when a run recovers, the snapshot an earlier attempt already confirmed adopt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import DbtRuntimeError
@@ -15,7 +15,7 @@ from dbt.adapters.logstore.spark.catalog import Catalog, logger
 from dbt.adapters.logstore.formats import connect_schema
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.config.log_config import LogConfig
-from dbt.adapters.logstore.log.log_system import ModelLog, SqlWriteUnconfirmed
+from dbt.adapters.logstore.log.log_system import LogWriteInterrupted, ModelLog, SqlWriteUnconfirmed
 from dbt.adapters.logstore.spark.row_source import active_spark, iter_column_batches, run_statement
 
 
@@ -120,20 +120,42 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
                 parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism, model_log),
                 previous, changeset, version, columns, snapshot_read, generation, snapshot_read,
                 model_log)
-        return log_snapshots.write_change_set(
-            log, table,
-            lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
-            previous, changeset,
-            progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
-            table_version=version, columns=columns, snapshot_read=snapshot_read,
-            generation=generation, starts_generation=snapshot_read, model_log=model_log,
-        )
+
+        def by_the_driver() -> log_snapshots.Snapshot:
+            return log_snapshots.write_change_set(
+                log, table,
+                lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
+                previous, changeset,
+                progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
+                table_version=version, columns=columns, snapshot_read=snapshot_read,
+                generation=generation, starts_generation=snapshot_read, model_log=model_log,
+            )
+
+        return written_once_more_if_interrupted(by_the_driver, model_log, table.writer_id,
+                                                changeset)
     except DbtRuntimeError as exc:
         raise DbtRuntimeError(
             f"{exc.msg} The table's change is committed and its change set "
             f"{changes_relation} is kept: the next run of the model (or dbt "
             f"run-operation logstore_recover --args '{{model: {log.model}}}') writes it "
             f"to the log, once.") from exc
+
+
+def written_once_more_if_interrupted(write: Callable[[], log_snapshots.Snapshot],
+                                     model_log: ModelLog, writer_id: str,
+                                     changeset: str) -> log_snapshots.Snapshot:
+    """`write()`, and when a node going down broke it off (LogWriteInterrupted: a rolling
+    restart) a new attempt, as the next run's recovery would make, unless the broken one was
+    confirmed after all. A second failure is the run's."""
+    try:
+        return write()
+    except LogWriteInterrupted as exc:
+        logger.info(f"{model_log.config.model}: {exc.msg} Writing the change set again, as a new "
+                    f"attempt.")
+        confirmed = model_log.find_confirmation(writer_id, changeset)
+        if confirmed is not None:
+            return log_snapshots.Snapshot.from_confirmation(confirmed)
+        return write()
 
 
 def _sibling(target_relation: Any, kind: str) -> str:

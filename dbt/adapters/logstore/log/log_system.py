@@ -140,6 +140,12 @@ class LogReader(ABC):
         its start) and of the control topic from its start."""
 
 
+class LogWriteInterrupted(DbtRuntimeError):
+    """A write the log's brokers broke off in a way a new attempt heals: a node went down with
+    a partition's leader or the transaction coordinator, and the client had to abort the
+    transaction (nothing of it is confirmed). The mirror writes the change set again, once."""
+
+
 class SqlWriteUnconfirmed(DbtRuntimeError):
     """A write through SQL (LogSystem.sql_tasks) whose records could not be confirmed: none of
     them is, and the change set is written another way."""

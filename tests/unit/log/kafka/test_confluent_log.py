@@ -14,6 +14,7 @@ from dbt.adapters.logstore.log.kafka.config import CONFLUENT_DEFAULTS, client_co
 from dbt.adapters.logstore.log.kafka.log_system import KafkaLogSystem
 from dbt.adapters.logstore.log.kafka.python_writer import KafkaLogWriter
 from dbt.adapters.logstore.log.kafka.writer import partition_for
+from dbt.adapters.logstore.log.log_system import LogWriteInterrupted
 from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, ModelRef, resolve_log_config
 
 CONTROL = "analytics.orders__logstore_commits"
@@ -290,3 +291,55 @@ def test_profile_kafka_client_error():
 def test_the_kafka_python_writer_stays_the_default():
     assert LogConfig(model="m").client == "kafka-python"
     assert KafkaLogWriter is not ConfluentLogWriter
+
+
+def test_a_transaction_a_lost_node_broke_off_is_an_interrupted_write(fake):
+    # librdkafka aborts the transaction (OUT_OF_ORDER_SEQUENCE_NUMBER after a leader moved) and
+    # purges the records it held: the mirror writes the change set again (commit/mirror.py)
+    fake.delivery_error = confluent_kafka.KafkaError(confluent_kafka.KafkaError._PURGE_QUEUE)
+    writer = ConfluentLogWriter(make_log(), "analytics.orders")
+    writer.send(b'{"id":1}', b"v", route=b"")
+    with pytest.raises(LogWriteInterrupted, match="writing to Kafka topic 'analytics.orders' failed"):
+        writer.commit(confirm)
+
+
+def test_a_commit_that_requires_the_transactions_abort_is_an_interrupted_write(fake, monkeypatch):
+    writer = ConfluentLogWriter(make_log(), "analytics.orders")
+    (producer,) = fake.instances
+
+    def commit_transaction(timeout=None):
+        raise confluent_kafka.KafkaException(confluent_kafka.KafkaError(
+            confluent_kafka.KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, "skipped sequence numbers",
+            txn_requires_abort=True))
+
+    monkeypatch.setattr(producer, "commit_transaction", commit_transaction)
+    with pytest.raises(LogWriteInterrupted):
+        writer.commit(confirm)
+
+
+@pytest.mark.parametrize("error", [
+    confluent_kafka.KafkaError(confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE),
+    confluent_kafka.KafkaError(confluent_kafka.KafkaError._FENCED, "fenced by newer producer instance",
+                               fatal=True),
+    confluent_kafka.KafkaError(confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH, "epoch",
+                               txn_requires_abort=True),  # Kafka aborted it: a timeout or a fence
+])
+def test_other_failures_are_not_interrupted_writes(fake, error):
+    fake.delivery_error = error
+    writer = ConfluentLogWriter(make_log(), "analytics.orders")
+    writer.send(b'{"id":1}', b"v", route=b"")
+    with pytest.raises(DbtRuntimeError) as raised:
+        writer.commit(confirm)
+    assert not isinstance(raised.value, LogWriteInterrupted)
+
+
+def test_a_purge_after_a_fatal_error_is_not_an_interrupted_write(fake):
+    fake.delivery_error = confluent_kafka.KafkaError(confluent_kafka.KafkaError._PURGE_QUEUE)
+    writer = ConfluentLogWriter(make_log(), "analytics.orders")
+    (producer,) = fake.instances
+    producer.config["error_cb"](confluent_kafka.KafkaError(
+        confluent_kafka.KafkaError._FENCED, "fenced by newer producer instance", fatal=True))
+    writer.send(b'{"id":1}', b"v", route=b"")
+    with pytest.raises(DbtRuntimeError) as raised:
+        writer.commit(confirm)
+    assert not isinstance(raised.value, LogWriteInterrupted)

@@ -199,3 +199,26 @@ def test_records_no_broker_acknowledged_are_said_in_plain_words():
         cause = write_cause(expired, transactional, 60000)
         assert cause is not None and "did not acknowledge the records in time" in cause.words
     assert write_cause(RuntimeError("something else"), True, 60000) is None
+
+
+def test_an_interrupted_write_is_librdkafkas_abortable_transaction_or_its_purge():
+    import confluent_kafka
+    from kafka.errors import NotLeaderForPartitionError
+
+    from dbt.adapters.logstore.log.kafka.errors import write_interrupted
+
+    def failed(*args, **kw):
+        return confluent_kafka.KafkaException(confluent_kafka.KafkaError(*args, **kw))
+
+    error = confluent_kafka.KafkaError
+    assert write_interrupted(failed(error._PURGE_QUEUE))
+    assert write_interrupted(failed(error._PURGE_INFLIGHT))
+    assert write_interrupted(failed(error.OUT_OF_ORDER_SEQUENCE_NUMBER, "skipped", txn_requires_abort=True))
+    wrapped = RuntimeError("writing failed")
+    wrapped.__cause__ = failed(error._PURGE_QUEUE)
+    assert write_interrupted(wrapped)  # found along the chain
+    assert not write_interrupted(failed(error._FENCED, "fenced by newer producer instance", fatal=True))
+    assert not write_interrupted(failed(error._PURGE_QUEUE, fatal=True))
+    assert not write_interrupted(failed(error.INVALID_PRODUCER_EPOCH, "epoch", txn_requires_abort=True))
+    assert not write_interrupted(failed(error._MSG_TIMED_OUT))
+    assert not write_interrupted(NotLeaderForPartitionError())  # kafka-python retries these itself

@@ -9,10 +9,10 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.spark.catalog import logger
 from dbt.adapters.logstore.log.kafka.config import CONFLUENT_DEFAULTS, KafkaClients, resolve_clients
-from dbt.adapters.logstore.log.kafka.errors import kafka_failure, write_cause
+from dbt.adapters.logstore.log.kafka.errors import kafka_failure, write_cause, write_interrupted
 from dbt.adapters.logstore.log.kafka.writer import TransactionClock, partition_for
 from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, control_topic_for
-from dbt.adapters.logstore.log.log_system import LogWriter, WriteResult
+from dbt.adapters.logstore.log.log_system import LogWriteInterrupted, LogWriter, WriteResult
 from dbt.adapters.logstore.names import transactional_id
 
 
@@ -211,7 +211,10 @@ class ConfluentLogWriter(LogWriter):
         cause = write_cause(exc, self._log.transactional, self._timeout_ms)
         if cause is not None:
             detail = f"{cause.words}. Check {cause.check}. ({detail})"
-        return DbtRuntimeError(
+        # a node lost mid-transaction: the mirror writes the change set again (a fatal error
+        # the error callback recorded, a fenced producer, is not that)
+        interrupted = self._fatal is None and write_interrupted(exc)
+        return (LogWriteInterrupted if interrupted else DbtRuntimeError)(
             f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
             f"{where}: {detail}"
         )

@@ -204,6 +204,28 @@ def transaction_lost(exc: BaseException, timeout_ms: Optional[object] = None) ->
                  "and that no other run of the model was writing meanwhile")
 
 
+# What librdkafka reports for the records it purged from its queues as it aborted a transaction.
+_PURGED = ("_PURGE_QUEUE", "_PURGE_INFLIGHT")
+
+
+def write_interrupted(exc: BaseException) -> bool:
+    """Whether a failed write is one a new attempt heals: librdkafka (confluent-kafka) had to
+    abort the transaction because a node went down under it (OUT_OF_ORDER_SEQUENCE_NUMBER once a
+    partition's leader moved: "requires epoch bump"), or purged the records it still held as it
+    did. Not a transaction Kafka aborted (transaction_lost) nor any fatal error."""
+    if transaction_lost(exc) is not None:
+        return False
+    for link in _chain(exc):
+        error = link.args[0] if link.args else None
+        if not callable(getattr(error, "txn_requires_abort", None)):
+            continue  # not librdkafka's KafkaError
+        if error.fatal():
+            return False
+        if error.txn_requires_abort() or error.name() in _PURGED:
+            return True
+    return False
+
+
 # How the clients report records no broker acknowledged within the delivery timeout: kafka-python's
 # "Expiring N record(s) ... since batch creation", librdkafka's _MSG_TIMED_OUT.
 _DELIVERY_EXPIRED = ("since batch creation", "_msg_timed_out", "message timed out")
