@@ -192,3 +192,41 @@ def test_attempt_pickles_for_spark_tasks():
     assert pickle.loads(pickle.dumps(attempt)) == attempt
     assert attempt.snapshot_id == 3 and len(attempt.attempt) == 32
     assert names.H_WRITER == "logstore.writer"
+
+
+class FailingFrame:
+    """A Spark DataFrame whose job fails with `error` (as collect() raises a task's error)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def sql(self, query):
+        return self
+
+    def repartition(self, parallelism):
+        return self
+
+    def mapInArrow(self, function, schema):
+        return self
+
+    def collect(self):
+        raise self.error
+
+
+def _attempt():
+    return Attempt.new(LOG, TABLE, Snapshot(), CHANGESET)
+
+
+def test_a_task_whose_write_a_lost_node_broke_off_makes_an_interrupted_attempt():
+    from dbt.adapters.logstore.commit.parallel_mirror import spark_tasks
+    from dbt.adapters.logstore.log.log_system import LogWriteInterrupted
+
+    # Spark's text of a failed Python task carries the task's traceback
+    error = RuntimeError("Job aborted due to stage failure: ... PythonException: Traceback ...\n"
+                         "dbt.adapters.logstore.log.log_system.LogWriteInterrupted: Model "
+                         "'orders_model': writing to Kafka topic 'analytics.orders' failed")
+    with pytest.raises(LogWriteInterrupted, match="Model 'orders_model': a Spark task's write"):
+        spark_tasks(FailingFrame(error), "changes", 2)(_attempt())
+    other = RuntimeError("Job aborted due to stage failure: ... MSG_SIZE_TOO_LARGE")
+    with pytest.raises(RuntimeError, match="MSG_SIZE_TOO_LARGE"):
+        spark_tasks(FailingFrame(other), "changes", 2)(_attempt())

@@ -115,11 +115,13 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
             finally:
                 sql_tasks.close()
         if spark is not None:
-            return log_snapshots.write_change_set_parallel(
-                log, table,
-                parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism, model_log),
-                previous, changeset, version, columns, snapshot_read, generation, snapshot_read,
-                model_log)
+            return written_once_more_if_interrupted(
+                lambda: log_snapshots.write_change_set_parallel(
+                    log, table,
+                    parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism, model_log),
+                    previous, changeset, version, columns, snapshot_read, generation,
+                    snapshot_read, model_log),
+                model_log, table.writer_id, changeset)
 
         def by_the_driver() -> log_snapshots.Snapshot:
             return log_snapshots.write_change_set(

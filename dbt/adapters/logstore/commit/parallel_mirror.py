@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from dbt.adapters.logstore.commit.snapshots import Attempt, write_task_share
-from dbt.adapters.logstore.log.log_system import ModelLog, WriteResult
+from dbt.adapters.logstore.log.log_system import LogWriteInterrupted, ModelLog, WriteResult
 from dbt.adapters.logstore.spark.row_source import Columns
 
 
@@ -52,7 +52,16 @@ def spark_tasks(spark: Any, changes_relation: str, parallelism: int,
 
     def run(attempt: Attempt) -> List[Tuple[str, WriteResult]]:
         frame = spark.sql(attempt.records_sql(changes_relation)).repartition(parallelism)
-        rows = frame.mapInArrow(partial(_task, attempt, model_log), "outcome binary").collect()
+        try:
+            rows = frame.mapInArrow(partial(_task, attempt, model_log), "outcome binary").collect()
+        except Exception as exc:
+            # A task's error reaches the driver as Spark's, its Python traceback in the text: a
+            # task whose write a lost node broke off makes the attempt one the mirror writes again
+            if LogWriteInterrupted.__name__ in str(exc):
+                raise LogWriteInterrupted(
+                    f"Model '{attempt.log.model}': a Spark task's write to Kafka topic "
+                    f"'{attempt.log.topic}' was broken off by a Kafka node going down.") from exc
+            raise
         return [pickle.loads(row[0]) for row in rows]
 
     return run
