@@ -55,9 +55,10 @@ def spark_tasks(spark: Any, changes_relation: str, parallelism: int,
         try:
             rows = frame.mapInArrow(partial(_task, attempt, model_log), "outcome binary").collect()
         except Exception as exc:
-            # A task's error reaches the driver as Spark's, its Python traceback in the text: a
-            # task whose write a lost node broke off makes the attempt one the mirror writes again
-            if LogWriteInterrupted.__name__ in str(exc):
+            # A task's error reaches the driver as Spark's, its Python traceback in the text,
+            # which ends in the exception's qualified name: a task whose write a lost node broke
+            # off makes the attempt one the mirror writes again
+            if f"{LogWriteInterrupted.__module__}.{LogWriteInterrupted.__name__}:" in str(exc):
                 raise LogWriteInterrupted(
                     f"Model '{attempt.log.model}': a Spark task's write to Kafka topic "
                     f"'{attempt.log.topic}' was broken off by a Kafka node going down.") from exc
