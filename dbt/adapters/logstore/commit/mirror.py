@@ -87,11 +87,9 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
     generation = start.number if start is not None else previous.generation
     if start is not None:
         previous = log_snapshots.Snapshot(id=start.base, end_offsets=dict(start.offsets))
-    confirmed = model_log.find_confirmation(table.writer_id, changeset) if recovering else None
+    confirmed = _confirmed(model_log, table.writer_id, changeset) if recovering else None
     if confirmed is not None:
-        logger.info(f"{log.model}: change set {changeset} was already confirmed as snapshot "
-                    f"{confirmed['snapshot']}; not writing it again")
-        return log_snapshots.Snapshot.from_confirmation(confirmed)
+        return confirmed
     version = table_formats.committed_version(catalog, target_relation, props)
     # the Connect schema describes the table's columns (only read when the log includes it)
     columns = (tuple(catalog.columns(target_relation))
@@ -114,16 +112,14 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
                 logger.warning(f"{exc.msg} Writing the change set through the cursor instead.")
             finally:
                 sql_tasks.close()
-        if spark is not None:
-            return written_once_more_if_interrupted(
-                lambda: log_snapshots.write_change_set_parallel(
+
+        def write() -> log_snapshots.Snapshot:
+            if spark is not None:
+                return log_snapshots.write_change_set_parallel(
                     log, table,
                     parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism, model_log),
                     previous, changeset, version, columns, snapshot_read, generation,
-                    snapshot_read, model_log),
-                model_log, table.writer_id, changeset)
-
-        def by_the_driver() -> log_snapshots.Snapshot:
+                    snapshot_read, model_log)
             return log_snapshots.write_change_set(
                 log, table,
                 lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
@@ -133,8 +129,7 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
                 generation=generation, starts_generation=snapshot_read, model_log=model_log,
             )
 
-        return written_once_more_if_interrupted(by_the_driver, model_log, table.writer_id,
-                                                changeset)
+        return written_once_more_if_interrupted(write, model_log, table.writer_id, changeset)
     except DbtRuntimeError as exc:
         raise DbtRuntimeError(
             f"{exc.msg} The table's change is committed and its change set "
@@ -154,10 +149,19 @@ def written_once_more_if_interrupted(write: Callable[[], log_snapshots.Snapshot]
     except LogWriteInterrupted as exc:
         logger.info(f"{model_log.config.model}: {exc.msg} Writing the change set again, as a new "
                     f"attempt.")
-        confirmed = model_log.find_confirmation(writer_id, changeset)
-        if confirmed is not None:
-            return log_snapshots.Snapshot.from_confirmation(confirmed)
-        return write()
+        return _confirmed(model_log, writer_id, changeset) or write()
+
+
+def _confirmed(model_log: ModelLog, writer_id: str,
+               changeset: str) -> Optional[log_snapshots.Snapshot]:
+    """The snapshot an earlier attempt confirmed change set `changeset` as, if any (adopted,
+    not written again)."""
+    confirmed = model_log.find_confirmation(writer_id, changeset)
+    if confirmed is None:
+        return None
+    logger.info(f"{model_log.config.model}: change set {changeset} was already confirmed as "
+                f"snapshot {confirmed['snapshot']}; not writing it again")
+    return log_snapshots.Snapshot.from_confirmation(confirmed)
 
 
 def _sibling(target_relation: Any, kind: str) -> str:

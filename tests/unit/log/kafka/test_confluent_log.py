@@ -293,14 +293,30 @@ def test_the_kafka_python_writer_stays_the_default():
     assert KafkaLogWriter is not ConfluentLogWriter
 
 
+def failed_commit(fake, error, fatal=None):
+    """The error a one-record commit fails with when librdkafka reports `error` for the record
+    (and `fatal` to the error callback first)."""
+    fake.delivery_error = error
+    writer = ConfluentLogWriter(make_log(), "analytics.orders")
+    if fatal is not None:
+        fake.instances[0].config["error_cb"](fatal)
+    writer.send(b'{"id":1}', b"v", route=b"")
+    with pytest.raises(DbtRuntimeError) as raised:
+        writer.commit(confirm)
+    return raised.value
+
+
+FENCED = confluent_kafka.KafkaError(confluent_kafka.KafkaError._FENCED,
+                                    "fenced by newer producer instance", fatal=True)
+PURGED = confluent_kafka.KafkaError(confluent_kafka.KafkaError._PURGE_QUEUE)
+
+
 def test_a_transaction_a_lost_node_broke_off_is_an_interrupted_write(fake):
     # librdkafka aborts the transaction (OUT_OF_ORDER_SEQUENCE_NUMBER after a leader moved) and
     # purges the records it held: the mirror writes the change set again (commit/mirror.py)
-    fake.delivery_error = confluent_kafka.KafkaError(confluent_kafka.KafkaError._PURGE_QUEUE)
-    writer = ConfluentLogWriter(make_log(), "analytics.orders")
-    writer.send(b'{"id":1}', b"v", route=b"")
-    with pytest.raises(LogWriteInterrupted, match="writing to Kafka topic 'analytics.orders' failed"):
-        writer.commit(confirm)
+    error = failed_commit(fake, PURGED)
+    assert isinstance(error, LogWriteInterrupted)
+    assert "writing to Kafka topic 'analytics.orders' failed" in error.msg
 
 
 def test_a_commit_that_requires_the_transactions_abort_is_an_interrupted_write(fake, monkeypatch):
@@ -319,27 +335,13 @@ def test_a_commit_that_requires_the_transactions_abort_is_an_interrupted_write(f
 
 @pytest.mark.parametrize("error", [
     confluent_kafka.KafkaError(confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE),
-    confluent_kafka.KafkaError(confluent_kafka.KafkaError._FENCED, "fenced by newer producer instance",
-                               fatal=True),
+    FENCED,
     confluent_kafka.KafkaError(confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH, "epoch",
                                txn_requires_abort=True),  # Kafka aborted it: a timeout or a fence
 ])
 def test_other_failures_are_not_interrupted_writes(fake, error):
-    fake.delivery_error = error
-    writer = ConfluentLogWriter(make_log(), "analytics.orders")
-    writer.send(b'{"id":1}', b"v", route=b"")
-    with pytest.raises(DbtRuntimeError) as raised:
-        writer.commit(confirm)
-    assert not isinstance(raised.value, LogWriteInterrupted)
+    assert not isinstance(failed_commit(fake, error), LogWriteInterrupted)
 
 
 def test_a_purge_after_a_fatal_error_is_not_an_interrupted_write(fake):
-    fake.delivery_error = confluent_kafka.KafkaError(confluent_kafka.KafkaError._PURGE_QUEUE)
-    writer = ConfluentLogWriter(make_log(), "analytics.orders")
-    (producer,) = fake.instances
-    producer.config["error_cb"](confluent_kafka.KafkaError(
-        confluent_kafka.KafkaError._FENCED, "fenced by newer producer instance", fatal=True))
-    writer.send(b'{"id":1}', b"v", route=b"")
-    with pytest.raises(DbtRuntimeError) as raised:
-        writer.commit(confirm)
-    assert not isinstance(raised.value, LogWriteInterrupted)
+    assert not isinstance(failed_commit(fake, PURGED, fatal=FENCED), LogWriteInterrupted)
