@@ -206,6 +206,12 @@ def _environment() -> Dict[str, str]:
     env["TZ"] = "UTC"
     env.pop("PYTHONPATH", None)  # the Flink venv's own packages only
     env.pop("PYSPARK_PYTHON", None)
+    # PyFlink's gateway JVM (JVM_ARGS, pyflink_gateway_server.py) starts as the suite's other
+    # JVMs do, with the C1 compiler and the serial collector: its jobs are small and short. A
+    # decoder's start and six small decodes took 11 CPU-seconds against 19 with Java's
+    # defaults, side by side (2026-11-29).
+    env["JVM_ARGS"] = " ".join(filter(None, ["-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                                             env.get("JVM_ARGS")]))
     return env
 
 

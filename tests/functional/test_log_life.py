@@ -161,42 +161,60 @@ def _snapshot(relation: str) -> int:
     return int(table_properties(relation)["logstore.snapshot.id"])
 
 
+# which of a model's topics are deleted behind dbt's back (one model each, in the same runs)
+DELETED = {"lost_both": "data and control", "lost_data": "data", "lost_control": "control"}
+
+
 class TestDeletedTopics:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"customers.sql": KEYED}
+        return {f"{model}.sql": KEYED for model in DELETED}
 
-    @pytest.mark.parametrize("deleted", ["data and control", "data", "control"])
     def test_a_lost_log_is_refused_then_restarted_as_a_new_generation(
-            self, project, kafka_bootstrap_servers, deleted):
+            self, project, kafka_bootstrap_servers):
+        """Three models, each losing other topics: data and control (and the data topic
+        created again, empty, as infrastructure-as-code would), data only, control only."""
         servers = kafka_bootstrap_servers
-        relation = topic = f"{project.test_schema}.customers"
-        control = topic + "__logstore_commits"
+        relations = {model: f"{project.test_schema}.{model}" for model in DELETED}
         _run(project, step=1)
-        assert _plain_status(project)["customers"].agree
-        before = _snapshot(relation)
-        _delete_topics(servers, {"data and control": [topic, control], "data": [topic],
-                                 "control": [control]}[deleted])
-        if deleted == "data and control":  # infrastructure-as-code creates it again, empty
-            _create_topic(servers, topic, 2)
+        assert all(s.agree for s in _plain_status(project).values())
+        before = {model: _snapshot(relation) for model, relation in relations.items()}
+        for model, deleted in DELETED.items():
+            topic = relations[model]
+            control = topic + "__logstore_commits"
+            _delete_topics(servers, {"data and control": [topic, control], "data": [topic],
+                                     "control": [control]}[deleted])
+            if deleted == "data and control":
+                _create_topic(servers, topic, 2)
 
-        status = _plain_status(project)["customers"]  # plain: no --verify
-        assert not status.agree and any("the log is lost" in p for p in status.problems), status.problems
+        statuses = _plain_status(project)  # plain: no --verify
+        for model, deleted in DELETED.items():
+            status = statuses[model]
+            assert not status.agree and any("the log is lost" in p for p in status.problems), \
+                (deleted, status.problems)
 
         text = failure_text(["run", "--vars", json.dumps({"step": 2})])
-        assert "is not the table's log any more" in text and "Nothing was changed" in text, text
-        assert "log.on-lost: restart" in text and "logstore_resnapshot" in text
-        assert _snapshot(relation) == before  # the table did not change
+        for model, deleted in DELETED.items():  # every model refused in the one run
+            assert f"Model '{model}': the log in topic '{relations[model]}' is not the table's log any more" \
+                in text, (deleted, text)
+        assert "Nothing was changed" in text and "log.on-lost: restart" in text and "logstore_resnapshot" in text
+        assert {model: _snapshot(relation) for model, relation in relations.items()} == before  # unchanged
 
         _, out = _run(project, step=2, on_lost="restart")
-        assert "starts generation" in out, out
-        after = _snapshot(relation)
-        assert after > before + 1  # the generation's snapshot, then the run's own: never 1 again
-        generation_replay(servers, topic, relation)
-        assert logstore_statuses(project)["customers"].agree  # --verify: replay equals the table
-        _run(project, step=3)  # and the log goes on with fail again
-        generation_replay(servers, topic, relation)
-        assert _plain_status(project)["customers"].agree
+        verified = logstore_statuses(project)  # --verify: replay equals the table
+        for model, deleted in DELETED.items():
+            relation = relations[model]
+            assert any(model in line and "starts generation" in line for line in out.splitlines()), \
+                (deleted, out)
+            # the generation's snapshot, then the run's own: never 1 again
+            assert _snapshot(relation) > before[model] + 1, deleted
+            generation_replay(servers, relation, relation)
+            assert verified[model].agree, (deleted, verified[model].problems)
+        _run(project, step=3)  # and the logs go on with fail again
+        statuses = _plain_status(project)
+        for model, deleted in DELETED.items():
+            generation_replay(servers, relations[model], relations[model])
+            assert statuses[model].agree, (deleted, statuses[model].problems)
 
 
 class TestATableWhoseTopicHoldsItsLog:
