@@ -13,12 +13,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from unittest import mock
 
 import psutil
 
-from tests.functional import flink_peer
-from tests.functional.flink_peer import Case, FlinkDecoder, flink_python
+from tests.functional.flink_peer import JVM_OPTIONS, Case, FlinkDecoder, flink_python
 
 ROWS = ('{"before":null,"after":{"id":1,"v":"x"},"op":"c"}\n'
         '{"before":{"id":1,"v":"x"},"after":{"id":1,"v":"y"},"op":"u"}\n')
@@ -30,15 +28,12 @@ def _children_cpu() -> float:
 
 def one_try(directory: Path, suite_options: bool) -> tuple:
     """(CPU-seconds, wall seconds) of a decoder's start, six decodes and close."""
-    environment = flink_peer._environment()
-    if not suite_options:
-        environment.pop("JVM_ARGS", None)
     data = directory / "case.jsonl"
     data.write_text(ROWS)
     case = Case("case", "debezium-json", [("id", "BIGINT"), ("v", "STRING")], str(data))
     started = time.monotonic()
-    with mock.patch.object(flink_peer, "_environment", return_value=environment):
-        decoder = FlinkDecoder(directory / "flink", flink_python())
+    decoder = FlinkDecoder(directory / "flink", flink_python(),
+                           jvm_options=JVM_OPTIONS if suite_options else "")
     try:
         for _ in range(6):
             result = decoder.decode([case])

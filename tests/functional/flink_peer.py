@@ -201,17 +201,19 @@ def confirmed_log(bootstrap: str, topic: str, snapshots: int, timeout_seconds: f
 # ---------------------------------------------------------------------------------------------
 # Running Flink
 
-def _environment() -> Dict[str, str]:
+# PyFlink's gateway JVM (JVM_ARGS, pyflink_gateway_server.py) starts as the suite's other JVMs
+# do, with the C1 compiler and the serial collector: its jobs are small and short. A decoder's
+# start and six small decodes took 11 CPU-seconds against 19 with Java's defaults, side by side
+# (2026-11-29, tests/flink_jvm_cost.py).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _environment(jvm_options: str = JVM_OPTIONS) -> Dict[str, str]:
     env = dict(os.environ)
     env["TZ"] = "UTC"
     env.pop("PYTHONPATH", None)  # the Flink venv's own packages only
     env.pop("PYSPARK_PYTHON", None)
-    # PyFlink's gateway JVM (JVM_ARGS, pyflink_gateway_server.py) starts as the suite's other
-    # JVMs do, with the C1 compiler and the serial collector: its jobs are small and short. A
-    # decoder's start and six small decodes took 11 CPU-seconds against 19 with Java's
-    # defaults, side by side (2026-11-29).
-    env["JVM_ARGS"] = " ".join(filter(None, ["-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-                                             env.get("JVM_ARGS")]))
+    env["JVM_ARGS"] = " ".join(filter(None, [jvm_options, env.get("JVM_ARGS")]))
     return env
 
 
@@ -226,7 +228,8 @@ class FlinkDecoder:
     """One Flink process (one JVM, one mini cluster) for many batches of cases: it starts at
     once in the background (10-20 s) and serves `decode` calls until `close`."""
 
-    def __init__(self, directory: Path, python: Optional[str] = None, jars: Sequence[str] = ()):
+    def __init__(self, directory: Path, python: Optional[str] = None, jars: Sequence[str] = (),
+                 jvm_options: str = JVM_OPTIONS):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._log_path = self.directory / "flink.log"
@@ -236,7 +239,7 @@ class FlinkDecoder:
         self._process = subprocess.Popen(
             [python or flink_python(), str(DECODER), *jar_args, "--serve"], stdin=subprocess.PIPE,
             stdout=self._log, stderr=subprocess.STDOUT, cwd=str(self.directory),
-            env=_environment(), start_new_session=True)  # its own group: close() ends the JVM too
+            env=_environment(jvm_options), start_new_session=True)  # its own group: close() ends the JVM too
 
     def decode(self, cases: Sequence[Case], timeout_seconds: float = 300.0) -> Dict[str, dict]:
         """Each case's result: {"rows": [[kind, values], ...]} or {"error": Flink's text}."""

@@ -180,8 +180,9 @@ class TestAuthorizedWriter(_Case):
             (ResourceType.TRANSACTIONAL_ID, "dbt-logstore.", Pattern.PREFIXED, [Op.WRITE, Op.DESCRIBE]),
         ])
         for step in (1, 2):  # a new log, then a log that goes on (the topic exists, is described)
-            # the run's own output says why, should it fail (dbt's exit state alone would not)
-            _, out = run_dbt_and_capture(["run", "--vars", f"{{step: {step}}}"], expect_pass=None)
+            # the exit state checked here, with the run's output saying why should it fail
+            results, out = run_dbt_and_capture(["run", "--vars", f"{{step: {step}}}"], expect_pass=None)
+            assert [str(r.status) for r in results] == ["success"], out[-2000:]
             print(f"\nwriter run {step}: " + " ".join(l.strip() for l in out.splitlines() if "mirrored" in l))
             assert "mirrored" in out and f"snapshot {step}" in out, out[-2000:]
             assert_no_secret(out, project)
