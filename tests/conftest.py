@@ -76,13 +76,14 @@ def spark_session_dir(tmp_path_factory):
 @pytest.fixture(scope="class")
 def dbt_profile_target(kafka_bootstrap_servers, spark_session_dir):
     from tests.functional.contract import TEST_SESSION
+    from tests.functional.dbt_helpers import servers_from_env
 
     return {
         "type": "logstore",
         "method": "session",
         "host": "localhost",
         "threads": 1,
-        "kafka_bootstrap_servers": kafka_bootstrap_servers,
+        "kafka_bootstrap_servers": servers_from_env(kafka_bootstrap_servers),
         "session_dir": spark_session_dir,
         "server_side_parameters": dict(TEST_SESSION),
     }

@@ -1,8 +1,21 @@
 """Small helpers for running dbt in functional tests."""
+import json
+
 from dbt.tests.util import run_dbt_and_capture
 
 from dbt.adapters.logstore.reading.project import DbtProject
 from dbt.adapters.logstore.reading.status import model_status
+
+
+# The suite's profiles read their Kafka servers as most real profiles do, through env_var() (an
+# unset variable with the servers as its default): every dbt and dbt-logstore command of the
+# suite renders it (issue 51: a profile check built outside dbt's invocation could not).
+SERVERS_VARIABLE = "LOGSTORE_TEST_PROFILE_SERVERS"
+
+
+def servers_from_env(servers):
+    """The profile's kafka_bootstrap_servers for `servers`, read through env_var()."""
+    return "{{ env_var('%s', %s) }}" % (SERVERS_VARIABLE, json.dumps(servers))
 
 
 def failure_text(args):

@@ -15,6 +15,7 @@ import yaml
 
 from dbt.adapters.logstore.faults import ENV, PAUSE_ENV, SWAP_POINT
 from tests.functional.contract import replay_confirmed, rows_state, wait_for_confirmations
+from tests.functional.dbt_helpers import servers_from_env
 from tests.functional.dbt_process import long_lived
 from tests.functional.kills import wait_until_stopped  # noqa: F401 (the freeze tests' import)
 from tests.functional.thrift_server import ThriftServer
@@ -89,7 +90,7 @@ def write_project(root: Path, schema: str, bootstrap_servers: str, server: Optio
                   "connect_retries": 5, "connect_timeout": 10, "poll_interval": 1}
     (root / "profiles.yml").write_text(yaml.safe_dump({"faults": {"target": "dev", "outputs": {"dev": {
         "type": "logstore", **method, "schema": schema, "threads": 1,
-        "kafka_bootstrap_servers": bootstrap_servers, "kafka_properties": kafka_properties or {},
+        "kafka_bootstrap_servers": servers_from_env(bootstrap_servers), "kafka_properties": kafka_properties or {},
         **(profile or {})}}}}))
 
 

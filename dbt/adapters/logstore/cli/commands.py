@@ -386,9 +386,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as exc:
         if Interrupts.seen:
             return interrupted(before)
+        from dbt_common.exceptions import env_secrets, scrub_secrets
+
+        # a DBT_ENV_SECRET_ variable's value is never printed, as dbt's own output never does
         if args.debug:
-            traceback.print_exc()
-        print(error_line(exc, args), file=sys.stderr)
+            print(scrub_secrets(traceback.format_exc(), env_secrets()), end="", file=sys.stderr)
+        print(scrub_secrets(error_line(exc, args), env_secrets()), file=sys.stderr)
         return exit_code(exc)
     finally:
         signal.signal(signal.SIGINT, usual)

@@ -65,18 +65,24 @@ def check_profile(creds: Any, profile: Optional[str] = None, target: Optional[st
                      f"logs/dbt-logstore-engine.log) or console")
 
 
+class ProfileReadError(ProfileFieldError):
+    """dbt could not read the project's profile or dbt_project.yml (a variable env_var() needs
+    is not set, the profile is not found, ...): dbt's words, with where it looked."""
+
+
 def check_project_profile(project_dir: Any, profiles_dir: str, target: Optional[str],
                           vars: Dict[str, Any]) -> None:
     """The checks of a dbt project's profile as dbt reads it, before the project is parsed
     (whose own checks would name a model for the profile's mistake): the `dbt-logstore`
     commands'."""
-    from argparse import Namespace
+    from dbt.adapters.logstore.config.project_runtime import runtime_config
 
-    from dbt import flags
-    from dbt.config.runtime import RuntimeConfig
+    from dbt_common.exceptions import DbtBaseException
 
-    args = Namespace(project_dir=str(project_dir), profiles_dir=profiles_dir, target=target,
-                     profile=None, threads=None, vars=dict(vars))
-    flags.set_from_args(args, {})
-    config = RuntimeConfig.from_args(args)
+    try:
+        config = runtime_config(str(project_dir), profiles_dir, target, vars)
+    except DbtBaseException as exc:
+        words = " ".join(str(getattr(exc, "msg", None) or exc).split())
+        raise ProfileReadError(f"dbt could not read the project at {project_dir} with the "
+                               f"profiles in {profiles_dir}: {words}") from None
     check_profile(config.credentials, config.profile_name, config.target_name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from argparse import Namespace
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from dbt.adapters.logstore.spark.engine_output import spark_running, stderr_to
 from dbt.adapters.logstore.config.address import servers_setting_of, with_servers_setting
 from dbt.adapters.logstore.config.log_config import LogConfig, node_config
 from dbt.adapters.logstore.config.continuation import continue_stored_shape
+from dbt.adapters.logstore.config.project_runtime import runtime_config
 from dbt.adapters.logstore.names import SNAPSHOT_ID
 from dbt.adapters.logstore.formats import decode_json
 from dbt.adapters.logstore.reading.reader import ReaderError, UsageError
@@ -121,17 +121,12 @@ class DbtProject:
     @property
     def adapter(self) -> Any:
         if self._adapter is None:
-            from dbt import flags
             from dbt.adapters.factory import get_adapter, register_adapter
-            from dbt.config.runtime import RuntimeConfig
             from dbt.mp_context import get_mp_context
 
             self.manifest  # parse first: dbt's own invocation resets the adapters it made
-            args = Namespace(project_dir=str(self.project_dir), profiles_dir=self.profiles_dir,
-                             target=self.target, profile=None, threads=None,
-                             vars=dict(self.vars))
-            flags.set_from_args(args, {})
-            config = RuntimeConfig.from_args(args)
+            config = runtime_config(str(self.project_dir), self.profiles_dir, self.target,
+                                    self.vars)
             register_adapter(config, get_mp_context())
             self._adapter = get_adapter(config)
             self._adapter.set_macro_resolver(self.manifest)
