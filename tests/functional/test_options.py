@@ -7,7 +7,7 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
-from tests.functional.dbt_helpers import failure_text
+from tests.functional.dbt_helpers import failure_text, logstore_statuses
 from tests.functional.contract import assert_contract, read_topic, spark, table_properties
 
 
@@ -331,9 +331,26 @@ class TestTopicWhosePartitionCountChangedFails:
         out = failure_text(["run", "--vars", json.dumps({"rows": 5, "on_lost": "restart"})])
         assert ("Model 'widened': topic '" + topic + "' now has 4 partitions, but its records were "
                 "written with 2") in out, out
-        assert "Allowed: keep it, or log to a new 'kafka.topic'" in out
+        assert ("Ways out: log to a new 'kafka.topic' (with any partition count; it starts with "
+                "the table's rows), or delete the topic, create it again with 2 partitions and run "
+                "the model with 'log.on-lost: restart'") in out, out
         relation = f"{project.test_schema}.widened"
         assert spark().table(relation).count() == 3  # the table did not change
+        # the second way out, as the sentence gives it: the topic again with 2 partitions
+        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap_servers)
+        try:
+            admin.delete_topics([topic])
+            deadline = time.monotonic() + 30
+            while topic in admin.list_topics() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            admin.create_topics([NewTopic(topic, 2, 1)])
+        finally:
+            admin.close()
+        run_dbt(["run", "--vars", json.dumps({"rows": 5, "on_lost": "restart"})])
+        assert spark().table(relation).count() == 5
+        statuses = logstore_statuses(project)
+        assert statuses["widened"].agree, statuses["widened"].problems
+        assert statuses["widened"].generation == 2
 
 
 LATE = """

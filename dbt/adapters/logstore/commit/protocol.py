@@ -345,8 +345,15 @@ def log_is_new(log: LogConfig, table_props: Mapping[str, str], topic_partitions:
                 f"'{log.topic}'; its consumers read one shape. {advice}")
     stored_partitions = table_props.get(TOPIC_PARTITIONS)
     if stored_partitions and int(stored_partitions) != topic_partitions:
+        # No re-base in place: a key's earlier records stay in its old partition, and a reader
+        # that reads the partitions in another order than they were written (upsert-kafka, a
+        # KTable) would end with them (docs/operations.md, 'A topic whose partition count changed').
         raise LogConfigError(
             f"Model '{log.model}': topic '{log.topic}' now has {topic_partitions} partitions, but "
             f"its records were written with {stored_partitions}; keys would move between "
-            f"partitions and lose their order. {advice}")
+            f"partitions and lose their order. Ways out: log to a new 'kafka.topic' (with any "
+            f"partition count; it starts with the table's rows), or delete the topic, create it "
+            f"again with {stored_partitions} partitions and run the model with 'log.on-lost: "
+            f"restart' (a new generation with the table's rows). Either way its consumers read "
+            f"the log again from its start.")
     return False
