@@ -149,7 +149,10 @@ def test_directories(tmp_path):
     (["broker", "start", "--port", "abc"],
      "error: --port 'abc' is not a port: give a number from 1 to 65535; see 'dbt-logstore broker --help'."),
     (["broker", "restart"],
-     "error: action: invalid choice: 'restart' (choose from 'start', 'stop', 'status'); see "
+     "error: action: invalid choice: 'restart' (choose from 'start', 'stop', 'status'): did you "
+     "mean start?"),
+    (["broker", "frobnicate"],
+     "error: action: invalid choice: 'frobnicate' (choose from 'start', 'stop', 'status'); see "
      "'dbt-logstore broker --help'."),
     (["tail"], "error: the following arguments are required: MODEL|TOPIC; see 'dbt-logstore tail --help'."),
     (["status", "--project-dir", "/no/such/dir"],
@@ -162,6 +165,51 @@ def test_bad_arguments_are_one_line_and_exit_code_2(argv, line, capsys):
     assert info.value.code == 2
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [line]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--versoin"], "error: unrecognized argument '--versoin': did you mean --version?"),
+    (["--version=x", "--debgu"], "error: unrecognized argument '--debgu': did you mean --debug?"),
+    (["tial", "orders"], "error: unrecognized command 'tial': did you mean tail?"),
+    (["staus"], "error: unrecognized command 'staus': did you mean status?"),
+    (["tail", "orders", "--follwo"], "error: unrecognized argument '--follwo': did you mean --follow?"),
+    (["--debug", "status", "--verfy"], "error: unrecognized argument '--verfy': did you mean --verify?"),
+    (["broker", "start", "--prot=9092"], "error: unrecognized argument '--prot': did you mean --port?"),
+    (["--frobnicate"], "error: unrecognized argument '--frobnicate'; see 'dbt-logstore --help'."),
+    (["frobnicate"], "error: unrecognized command 'frobnicate': choose from broker, tail, status; "
+                     "see 'dbt-logstore --help'."),
+    (["tail", "orders", "--zzz"], "error: unrecognized argument '--zzz'; see 'dbt-logstore tail --help'."),
+])
+def test_a_typo_is_named_with_the_nearest_valid_name(argv, line, capsys):
+    """Not "the following arguments are required: COMMAND": the mistyped word, and what was
+    meant; one line on stderr, exit code 2."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [line]
+
+
+@pytest.mark.parametrize("argv", [["tail", "orders", "--fol"], ["tail", "orders", "-f"],
+                                  ["tail", "orders", "--idle-seconds=0"],
+                                  ["tail", "orders", "--from=latest"], ["--debug", "status"]])
+def test_abbreviations_and_values_are_not_typos(argv):
+    args = build_parser().parse_args(argv)
+    assert args.command in ("tail", "status")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["broker", "--help"], ["tail", "--help"],
+                                  ["status", "--help"]])
+def test_help_has_no_markdown_backticks(argv, capsys):
+    """Help is read in a terminal: no Markdown's `code` marks in any help, description or epilog."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage:" in out and "`" not in out
+    for parser in _parsers(build_parser()):
+        texts = [parser.description, parser.epilog] + [a.help for a in parser._actions]
+        assert not [t for t in texts if t and "`" in t], parser.prog
 
 
 def test_version(capsys):

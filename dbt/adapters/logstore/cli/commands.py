@@ -28,7 +28,7 @@ DESCRIPTION = """Manage the embedded development broker, read a logged model's c
 each logged model's table and log agree.
 
 The arguments are checked before anything connects. A failure ends with one line on stderr,
-`error: ...`, saying what failed and what to do; --debug shows the traceback before it."""
+"error: ...", saying what failed and what to do; --debug shows the traceback before it."""
 
 EXIT_CODES = """exit codes:
   0  done (status: every table agrees with its log; broker status: a broker is running)
