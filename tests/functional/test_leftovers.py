@@ -8,7 +8,7 @@ import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 from tests.functional.contract import assert_contract, spark
-from tests.functional.dbt_helpers import failure_text
+from tests.functional.dbt_helpers import failure_text, logstore_statuses
 
 MODEL = """
 {{ config(materialized='table', unique_key='id', log_system='kafka') }}
@@ -68,3 +68,33 @@ class TestUsersDirectoryIsNeverRemoved:
         out = failure_text(["run"])
         assert "LOCATION_ALREADY_EXISTS" in out
         assert (base / "mine" / "part-00000-killed.snappy.parquet").exists()
+
+
+# dbt-tests-adapter's incremental_append_new_columns_remove_one, logged: its incremental run
+# adds field3 and field4 to the table and then fails in Spark (the new rows lack field2), as it
+# does on plain dbt-spark
+REMOVE_ONE = """
+{{ config(materialized='incremental', unique_key='id', on_schema_change='append_new_columns',
+          log_system='kafka') }}
+{% if is_incremental() %}
+select id, cast(id as string) as field1, cast(id as string) as field3, cast(id as string) as field4
+from range(4) as r(id) where id not in (select id from {{ this }})
+{% else %}
+select id, cast(id as string) as field1, cast(id as string) as field2 from range(4) as r(id)
+{% endif %}
+"""
+
+
+class TestAFailedStatementLeavesNoChangeSet:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"remove_one.sql": REMOVE_ONE}
+
+    def test_no_change_set_is_left(self, project, kafka_bootstrap_servers):
+        schema = project.test_schema
+        run_dbt(["run"])
+        failure_text(["run"])  # fails in Spark
+        tables = {r.tableName for r in spark().sql(f"show tables in {schema}").collect()}
+        assert tables == {"remove_one"}, tables
+        statuses = logstore_statuses(project)
+        assert statuses["remove_one"].agree, statuses["remove_one"].problems

@@ -134,6 +134,7 @@ class LogstoreAdapter(SparkAdapter):
         """The change set, as a tagged change table, checked (commit_protocol.build_changes)."""
         if isinstance(scope_by, str):
             scope_by = [scope_by]
+        self._run_state().changes = changes_relation
         commit_protocol.build_changes(self, log, changes_relation, new_relation, old_relation,
                                       tuple(scope_by or ()), changeset, scope_relation,
                                       unique_check, shape_of)
@@ -239,7 +240,7 @@ class LogstoreAdapter(SparkAdapter):
         if state.lock is not None and state.target is not None and not state.committed:
             try:  # a failed run: what it staged goes now, while it still holds the lock
                 table_commit.drop_what_a_failed_run_staged(self._catalog(), state.target,
-                                                          self.logstore_relation)
+                                                          self.logstore_relation, state.changes)
             except Exception as exc:  # its next run settles it; the run's own error stands
                 logger.debug(f"logstore: left for the next run: {exc}")
         self.logstore_release_lock()

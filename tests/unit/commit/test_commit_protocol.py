@@ -233,6 +233,25 @@ def test_undecidable_intent_fails_clearly(before, after, count):
         _action({"logstore.changeset.id": "cs1"}, _intent(before, after), row_count=count)
 
 
+@pytest.mark.parametrize("before,after,count", [(10, 10, 10), (10, 13, 12)])
+def test_an_empty_change_set_needs_no_judging(before, after, count):
+    """(A failed statement that would have changed no row: dbt-tests-adapter's
+    incremental_append_new_columns_remove_one.) Counted only when the counts cannot tell."""
+    counted = []
+
+    def changes_rows(rows):
+        return lambda: counted.append(rows) or rows
+
+    intent = _intent(before, after)
+    assert _action({"logstore.changeset.id": "cs1"}, intent, row_count=count,
+                   changes_rows=changes_rows(0)) == "drop"
+    with pytest.raises(_RuntimeError, match="cannot be told"):
+        _action({"logstore.changeset.id": "cs1"}, intent, row_count=count, changes_rows=changes_rows(1))
+    assert _action({"logstore.changeset.id": "cs1"}, _intent(10, 13), row_count=13,
+                   changes_rows=changes_rows(0)) == "mirror"
+    assert counted == [0, 1]
+
+
 def test_a_tag_wins_over_the_intent():
     props = {**_intent(10, 13), "logstore.changeset.committed": "cs1"}
     assert _action({"logstore.changeset.id": "cs1"}, props, row_count=0) == "mirror"

@@ -38,9 +38,12 @@ def _catalog(table_props, with_changes=True):
     return Catalog(existing)
 
 
+CHANGES = relation_of(TARGET, "changes")  # the change table the failed run built
+
+
 def test_staged_relations_go_and_a_change_set_never_committed_goes_too():
     catalog = _catalog({names.COMMITTED: "run-1", names.MIRRORED: "run-1"})
-    drop_what_a_failed_run_staged(catalog, TARGET, relation_of)
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, CHANGES)
     staged = [s for s in catalog.sql if any(x in s for x in names.STAGED_SUFFIXES.values())]
     assert len(staged) == len(names.STAGED_SUFFIXES)
     assert len(catalog.dropped()) == 1  # on_schema_change refused it before the table commit
@@ -48,11 +51,18 @@ def test_staged_relations_go_and_a_change_set_never_committed_goes_too():
 
 def test_a_committed_change_set_stays_for_the_next_run_to_log():
     catalog = _catalog({names.COMMITTED: "run-2", names.MIRRORED: "run-1"})  # the broker was down
-    drop_what_a_failed_run_staged(catalog, TARGET, relation_of)
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, CHANGES)
+    assert catalog.dropped() == []
+
+
+def test_a_change_set_an_earlier_run_left_is_left_to_recovery():
+    # this run failed before it built a change set: the one there is an earlier run's
+    catalog = _catalog({names.COMMITTED: "run-1", names.MIRRORED: "run-1"})
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, None)
     assert catalog.dropped() == []
 
 
 def test_a_missing_table_is_left_to_recovery():
     catalog = Catalog({})  # a swap that failed between its drop and its rename
-    drop_what_a_failed_run_staged(catalog, TARGET, relation_of)
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, CHANGES)
     assert catalog.sql == []

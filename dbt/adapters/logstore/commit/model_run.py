@@ -25,6 +25,7 @@ class ModelRunState:
     generation: Optional[GenerationStart] = None  # the generation this run's commit starts
     target: Any = None  # the model's table, once this run holds its lock
     committed: bool = False  # its commit and log write went through (else a failure cleans up)
+    changes: Any = None  # the change table this run built, for that cleanup to judge
 
     def model_log(self, log: LogConfig) -> ModelLog:
         """The model's log for this run: its log system looked up once (log_system.ModelLog),

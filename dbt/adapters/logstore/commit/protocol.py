@@ -46,7 +46,7 @@ is written again as a new attempt. A change table whose table commit never happe
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Sequence, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -279,7 +279,7 @@ def finish(steps: Steps, log: LogConfig, target: Any, changes: Any, changeset: s
 
 def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, str],
                     row_count: Optional[int] = None, state: Optional[str] = None,
-                    atomic: bool = False) -> str:
+                    atomic: bool = False, changes_rows: Optional[Callable[[], int]] = None) -> str:
     """What to do with a change table a previous run left behind: 'mirror' or 'drop'.
 
     An incremental commit (an insert, overwrite or merge, then the tag) records its intent
@@ -288,7 +288,9 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     the state and row count it left (`state`, `row_count`): the same state as before, the
     statement never took effect; another state of a table that commits atomically (`atomic`:
     an Iceberg or Delta version), it did; other data files of a plain table, it did if the row
-    count is the one intended."""
+    count is the one intended. A change set that changes no row (`changes_rows`, counted only
+    when the counts cannot tell) needs no judging: whether or not its commit happened, the
+    table's rows are the ones the log already has."""
     changeset = changes_props.get(CHANGESET_ID)
     if not changeset or table_props.get(MIRRORED) == changeset:
         return "drop"
@@ -306,6 +308,8 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     elif row_count == after and after != before:
         return "mirror"
     elif row_count == before and after != before:
+        return "drop"
+    if changes_rows is not None and changes_rows() == 0:
         return "drop"
     raise DbtRuntimeError(
         f"A run died during the table commit of change set {changeset}: the table holds "

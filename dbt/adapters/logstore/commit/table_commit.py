@@ -35,26 +35,28 @@ def pending_changeset(catalog: Catalog, changes_relation: Any, target_relation: 
     if log_starts:
         return None
     atomic = table_formats.is_version_state(table_props.get(names.INTENT_TABLE_STATE))
-    if commit_protocol.recovery_action(changes_props, table_props, row_count, state, atomic) == "mirror":
+    if commit_protocol.recovery_action(changes_props, table_props, row_count, state, atomic,
+                                       lambda: catalog.row_count(changes_relation)) == "mirror":
         return changes_props[names.CHANGESET_ID]
     return None
 
 
 def drop_what_a_failed_run_staged(catalog: Catalog, target_relation: Any,
-                                  relation_of: Callable[[Any, str], Any]) -> None:
+                                  relation_of: Callable[[Any, str], Any],
+                                  changes: Any = None) -> None:
     """After a model run that failed with an error (dbt's on_schema_change check, a Spark error
     in its statement, an unreachable broker): what only its next run would drop goes now. Its
-    staged relations always (never committed once the table is in place); its change set when
-    its table commit did not happen (`recovery_action`), else it stays for the next run to write
-    to the log. A missing table (a swap that failed midway) is left to recovery, as a kill's.
-    `relation_of(target, kind)`: the model's relation of that kind ('changes', a staged one)."""
+    staged relations always (never committed once the table is in place); the change set it
+    built (`changes`, None if it built none) when its table commit did not happen
+    (`recovery_action`), else it stays for the next run to write to the log. A missing table (a
+    swap that failed midway) is left to recovery, as a kill's. `relation_of(target, kind)`: the
+    model's relation of that kind (a staged one)."""
     if catalog.sibling(target_relation, target_relation.identifier) is None:
         return
     for kind in names.STAGED_SUFFIXES:
         catalog.run(leftovers.drop_sql(relation_of(target_relation, kind)))
-    changes = relation_of(target_relation, "changes")
-    if catalog.sibling(target_relation, changes.identifier) is not None \
-            and pending_changeset(catalog, changes, target_relation) is None:
+    # the run knows the change table it built (dbt's relation cache does not list it)
+    if changes is not None and pending_changeset(catalog, changes, target_relation) is None:
         catalog.run(leftovers.drop_sql(changes))
 
 
