@@ -123,11 +123,11 @@ def error_line(exc: BaseException, args: Optional[argparse.Namespace] = None) ->
     pointer to --debug."""
     from dbt_common.exceptions import DbtBaseException
 
-    from dbt.adapters.logstore.cli.error_wording import own_text, reworded
+    from dbt.adapters.logstore.cli.error_wording import own_text, reworded, without_secrets
     from dbt.adapters.logstore.reading.reader import ReaderError
 
     topic = getattr(args, "name", None) if getattr(args, "bootstrap_servers", None) else None
-    text = reworded(own_text(exc), topic, f"Topic '{topic}'" if topic else None)
+    text = without_secrets(reworded(own_text(exc), topic, f"Topic '{topic}'" if topic else None))
     if isinstance(exc, (ReaderError, DbtBaseException)):
         return f"error: {text}"
     return f"error: {text} (unexpected; run with --debug for the traceback)"
@@ -386,12 +386,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as exc:
         if Interrupts.seen:
             return interrupted(before)
-        from dbt_common.exceptions import env_secrets, scrub_secrets
-
-        # a DBT_ENV_SECRET_ variable's value is never printed, as dbt's own output never does
         if args.debug:
-            print(scrub_secrets(traceback.format_exc(), env_secrets()), end="", file=sys.stderr)
-        print(scrub_secrets(error_line(exc, args), env_secrets()), file=sys.stderr)
+            from dbt.adapters.logstore.cli.error_wording import without_secrets
+            print(without_secrets(traceback.format_exc()), end="", file=sys.stderr)
+        print(error_line(exc, args), file=sys.stderr)
         return exit_code(exc)
     finally:
         signal.signal(signal.SIGINT, usual)

@@ -30,3 +30,11 @@ def reworded(text: str, model: Optional[str] = None, subject: Optional[str] = No
     if read_only:
         text = NOTHING_CHANGED.sub("", text)
     return text.strip()
+
+
+def without_secrets(text: str) -> str:
+    """`text` with the value of every DBT_ENV_SECRET_ variable masked, as dbt's own output
+    masks it (a profile may read its servers or passwords from one)."""
+    from dbt_common.exceptions import env_secrets, scrub_secrets
+
+    return scrub_secrets(text, env_secrets())
