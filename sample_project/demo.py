@@ -31,8 +31,10 @@ TARGET_DIR = PROJECT_DIR / "target"
 LOG_DIR = PROJECT_DIR / "logs"
 SPARK_DIR = TARGET_DIR / "logstore_spark"  # the profile's default session_dir
 BROKER_DIR = TARGET_DIR / "broker"         # pid file and broker log
-HOST, PORT = "127.0.0.1", 9092             # must match kafka_bootstrap_servers in profiles.yml
+HOST, PORT = "127.0.0.1", 9092             # profiles.yml's default kafka_bootstrap_servers
 BOOTSTRAP_SERVERS = f"{HOST}:{PORT}"
+# the demo's broker is its own: the profile's env_var('KAFKA_SERVERS') falls back to it
+os.environ.pop("KAFKA_SERVERS", None)
 
 # (model, Spark table, topic, unique_key) of the logged models
 LOGGED_MODELS = [

@@ -19,6 +19,7 @@ from typing import Dict, List
 
 from dbt.adapters.logstore.__version__ import version
 from dbt.adapters.logstore.cli.broker import free_port
+from tests.functional.dbt_helpers import servers_from_env
 from tests.spark_jvm import SPARK_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +106,7 @@ def test_readme_install_runs_a_logged_model(tmp_path):
       type: logstore
       method: session
       schema: analytics
-      kafka_bootstrap_servers: {servers}
+      kafka_bootstrap_servers: "{servers_from_env(servers)}"
       session_dir: {project / 'spark'}
       threads: 1
       server_side_parameters:
