@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install wheel jars postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats bench-retraction soak clean
+.PHONY: demo test test-cluster unit functional install wheel jars maven java python-venv postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats bench-retraction soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -16,7 +16,24 @@ FLINK_VENV  := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
 FLINK_ENV   := LOGSTORE_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python
 
-$(BIN)/python:
+# Debian's packages the targets below install when they are missing, with sudo when not root.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# Python's venv module (Debian's python3 has it in the package python3-venv) and a Java for Spark
+# (Spark 4 needs 17 or later: Debian's openjdk-17-jdk-headless), each installed when missing.
+python-venv:
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+		echo "Installing Debian's python3-venv package (make creates .venv)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
+
+java:
+	@command -v java >/dev/null 2>&1 || { \
+		echo "Installing Debian's openjdk-17-jdk-headless package (Spark's JVM)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
+
+$(BIN)/python: | python-venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
@@ -37,7 +54,7 @@ wheel: $(BIN)/python
 	rm -rf build
 	@ls dist/dbt_logstore-*.whl
 
-$(FLINK_STAMP):
+$(FLINK_STAMP): | python-venv
 	$(PYTHON) -m venv $(FLINK_VENV) && $(FLINK_VENV)/bin/pip install --quiet apache-flink==$(FLINK_VERSION)
 	rm -f $(FLINK_VENV)/.installed*
 	touch $(FLINK_STAMP)
@@ -50,7 +67,7 @@ $(FLINK_STAMP):
 # Thrift Server (tests/functional/thrift_server.py; Spark 4 no longer ships them).
 JAR_SETS  := kafka spark-kafka flink-kafka iceberg delta connect connect-plugins/debezium-jdbc hive-llap
 JARS_STAMP := .jars/.installed
-$(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml)
+$(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml) | maven
 	for j in $(JAR_SETS); do rm -rf .jars/$$j && \
 		mvn -q -B -f jars/$$j/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
 			-DoutputDirectory=$(CURDIR)/.jars/$$j || exit 1; done
@@ -58,17 +75,24 @@ $(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml)
 
 jars: $(JARS_STAMP)
 
+# Maven, which resolves the jars above: Debian's `maven` package, installed only when no `mvn`
+# is on the PATH (with sudo when not root).
+maven:
+	@command -v mvn >/dev/null 2>&1 || { \
+		echo "Installing Debian's maven package (the jars: make jars)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+
 # PostgreSQL, the target of the Kafka Connect JDBC sink test (tests/postgres.py starts a throwaway
 # server from these binaries): Debian's `postgresql` package, installed only when no server is
 # found under /usr/lib/postgresql (with sudo when not root).
-SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 postgres:
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
 		echo "Installing Debian's postgresql package (tests/postgres.py)"; \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
-demo: $(STAMP)
+demo: $(STAMP) java
 	$(BIN)/python sample_project/demo.py
 
 # The documentation site (mkdocs.yml, pages in docs/) into site/: --strict fails on a broken link
@@ -114,7 +138,7 @@ docs-check: $(DOCS_STAMP) chromium
 # own order (most tests first) started the one-test fault files last, alone at the end.
 # First the documentation site is built, --strict (as `make docs`): a broken link fails the suite;
 # then its layout is checked (as `make docs-check`), and the suite runs without tests/docs.
-test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres chromium
+test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) java postgres chromium
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 	$(BIN)/python -m pytest tests/docs -p no:cacheprovider -q
 	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m tests.kafka_cluster run -- \
