@@ -1,7 +1,7 @@
 """The documentation site's layout (`make docs-check`, and `make test` after its site build): every
 page of site/ is loaded by headless Chromium at 1280 x 900 and at 390 x 844, and fails when a
 table, a code block or an image is wider than the page's content column, when a code block wraps
-its lines, when a table cell is narrower than a word of its own, when a plot's text is shown
+its lines (program output wraps, hanging), when Getting started's code does not show whole, when a table cell is narrower than a word of its own, when a plot's text is shown
 smaller than 11 pixels, and when a table that scrolls on a phone hides its first column or gives
 no cue that it scrolls. And the site works from disk: site/index.html opened as a file reaches
 every page in two clicks, and its search finds a page.
@@ -15,6 +15,14 @@ every page in two clicks, and its search finds a page.
   nothing is cut off at the side of a desktop window; a code block may (its lines are never
   wrapped: `white-space: pre`); an image shown at less than 4/5 of its file's width links to
   that file, where it can be read at full size.
+- Program output is not code: a block marked as output (```` ```console {.output} ````, the
+  class `output`) wraps its long lines (`white-space: pre-wrap`) at every width, so a result
+  line is read whole, and each wrapped line hangs (a negative text-indent on its line's span),
+  so where each line starts stays plain. Code keeps its lines as written (YAML and Python keep
+  their indent): only output may wrap.
+- The page a newcomer reads first (CODE_FITS: Getting started) shows every code block whole at
+  both widths: none scrolls sideways (lines short enough, long commands broken with `\`, output
+  wrapped).
 - A word of a table cell (text between spaces) is never broken across lines: a cell narrower
   than its longest word is a problem (measured with a Range over each word).
 - At 1280 pixels a plot's smallest text, recorded in its PNG by benchmarks/plots.py (a tEXt
@@ -59,6 +67,8 @@ CHROMIUM = os.environ.get("LOGSTORE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("LOGSTORE_CHROMEDRIVER", "/usr/bin/chromedriver")
 # (width, height, strict): at the desktop width nothing may need to scroll sideways
 VIEWPORTS = {"1280": (1280, 900, True), "390": (390, 844, False)}
+# pages whose code blocks show whole at both widths, none scrolling sideways: the newcomer's
+CODE_FITS = {"getting-started.html"}
 CHROMIUM_ARGS = [
     "--headless", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -76,9 +86,10 @@ def site_pages() -> List[str]:
 
 # --- the measurement, run in the page ----------------------------------------------------------
 
-# Returns a list of problems, each a sentence. arguments[0]: strict (the desktop width).
+# Returns a list of problems, each a sentence. arguments[0]: strict (the desktop width);
+# arguments[1]: every code block must show whole (CODE_FITS).
 MEASURE = r"""
-const strict = arguments[0], tol = 1;
+const strict = arguments[0], codeFits = arguments[1], tol = 1;
 const column = document.querySelector('.md-content');
 if (!column) return {problems: ['no content column (.md-content) on the page'], images: []};
 const col = column.getBoundingClientRect();
@@ -123,7 +134,17 @@ for (const el of column.querySelectorAll('table, pre, img')) {
   if (el.tagName === 'PRE') {
     const code = el.querySelector(':scope > code') || el;
     const space = getComputedStyle(code).whiteSpace;
-    if (space !== 'pre') problems.push(`${name(el)}: its lines wrap (white-space ${space}), they must scroll`);
+    if (el.closest('.output')) {  // program output: its lines wrap, and hang
+      if (space !== 'pre-wrap')
+        problems.push(`${name(el)}: output whose lines do not wrap (white-space ${space})`);
+      const line = code.querySelector(':scope > span[id^="__span"]');
+      if (line && !(parseFloat(getComputedStyle(line).textIndent) < 0))
+        problems.push(`${name(el)}: output whose wrapped lines do not hang (no negative text-indent)`);
+    } else if (space !== 'pre') {
+      problems.push(`${name(el)}: its lines wrap (white-space ${space}), they must scroll`);
+    }
+    if (codeFits && code.scrollWidth - code.clientWidth > tol)
+      problems.push(`${name(el)}: scrolls ${px(code.scrollWidth - code.clientWidth)} sideways, on a page whose code shows whole (CODE_FITS)`);
   }
   if (el.tagName === 'TABLE' && !strict) {
     const wrap = el.closest('.md-typeset__scrollwrap');
@@ -309,7 +330,7 @@ def plot_text_problems(page: str, images: List[List[Any]]) -> List[str]:
 
 
 def measure(browser: "Browser", page: str, strict: bool) -> List[str]:
-    result = browser.run(MEASURE, strict)
+    result = browser.run(MEASURE, strict, (page or "index.html") in CODE_FITS)
     problems = list(result["problems"])
     if strict:
         problems += plot_text_problems(page or "index.html", result["images"])
