@@ -46,6 +46,18 @@ def provenance(data: Dict[str, Any]) -> str:
     return line
 
 
+def run_line(name: str, data: Dict[str, Any]) -> str:
+    """One results file's run, for Contributing: the file, then date, machine, commit, command
+    (any results file of benchmarks/: a machine recorded as a dict is its values)."""
+    machine = data.get("machine")
+    if isinstance(machine, dict):
+        machine = ", ".join(f"{key} {value}" for key, value in machine.items())
+    facts = [data.get("date") or "date not recorded", machine or "machine not recorded",
+             f"commit `{data['commit']}`" if data.get("commit") else "commit not recorded"]
+    line = f"`{name}`: " + ", ".join(facts)
+    return line + (f"; `{data['command']}`" if data.get("command") else "")
+
+
 def mirror_tables(data: Dict[str, Any]) -> List[str]:
     """A table per Kafka client (and broker), so that each fits the page."""
     configurations = data.get("configurations") or []
@@ -104,10 +116,13 @@ def rebuild_table(data: Dict[str, Any]) -> List[str]:
             "in a fresh process", "", *_table(header, rows, right_from=2)]
 
 
-def markdown(results: Union[str, Path, Dict[str, Any]]) -> str:
-    """The result's provenance line and its tables (mirror per client, CPU bounds, rebuilds, failures)."""
+def markdown(results: Union[str, Path, Dict[str, Any]], with_provenance: bool = True) -> str:
+    """The result's provenance line and its tables (mirror per client, CPU bounds, rebuilds,
+    failures). The Performance page shows the tables alone (with_provenance=False): where and how
+    each was measured is in Contributing (docs/hooks/benchmarks.py, `run_line`)."""
     data = load(results)
-    parts = [provenance(data), "", *mirror_tables(data)]
+    parts = [provenance(data), ""] if with_provenance else []
+    parts += mirror_tables(data)
     for table in (cpu_bound_table(data), rebuild_table(data)):
         if table:
             parts += ["", *table]

@@ -105,3 +105,23 @@ def test_every_marker_of_the_performance_page_names_a_results_file():
     assert "benchmarks/results.json" in paths
     for path in paths:
         assert (ROOT / path).is_file(), path
+
+
+def test_the_performance_page_shows_no_machine_or_commit_contributing_does(tmp_path, monkeypatch):
+    """Performance says what a run costs; the machine's kernel string and the commit of each
+    figure are in Contributing (`<!-- bench-runs -->`), a line per results file."""
+    (tmp_path / "r.json").write_text(json.dumps(RESULT))
+    monkeypatch.setattr(hook, "ROOT", tmp_path)
+    monkeypatch.setattr(hook, "BENCHMARKS", tmp_path)
+    page = hook.on_page_markdown("<!-- bench: r.json -->", _page("performance.md"), None, None)
+    assert "abc1234" not in page and "2 cores" not in page and "mirror.py" not in page
+    runs = hook.on_page_markdown("x\n\n<!-- bench-runs -->\n", _page("contributing.md"), None, None)
+    assert runs == ("x\n\n- `benchmarks/r.json`: 2026-11-26 12:00 UTC, 2 cores, 24 GiB, commit "
+                    "`abc1234`; `python benchmarks/mirror.py --quick`\n")
+    with pytest.raises(ValueError, match="bench-runs"):
+        hook.on_page_markdown("no marker", _page("contributing.md"), None, None)
+
+
+def test_a_machine_recorded_as_a_dict_is_its_values():
+    line = report.run_line("r.json", {"machine": {"cpus": 2, "platform": "Linux"}, "commit": "1dd5d6c"})
+    assert line == "`r.json`: date not recorded, cpus 2, platform Linux, commit `1dd5d6c`"
