@@ -16,6 +16,13 @@ FLINK_VENV  := .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-$(FLINK_VERSION)
 FLINK_ENV   := LOGSTORE_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python
 
+# The newest pyspark, which `pip install` without constraints.txt brings, in a venv of its own for
+# tests/functional/test_pyspark_4_3.py (its dbt and dbt-logstore run as subprocesses; it fails
+# without this venv): this checkout, editable, with '[broker]', nothing else pinned.
+PYSPARK43_VERSION := 4.3.0
+PYSPARK43_VENV    := .venv-pyspark43
+PYSPARK43_STAMP   := $(PYSPARK43_VENV)/.installed-$(PYSPARK43_VERSION)
+
 # Debian's packages the targets below install when they are missing, with sudo when not root.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
@@ -59,13 +66,20 @@ $(FLINK_STAMP): | python-venv
 	rm -f $(FLINK_VENV)/.installed*
 	touch $(FLINK_STAMP)
 
+$(PYSPARK43_STAMP): pyproject.toml | python-venv
+	$(PYTHON) -m venv $(PYSPARK43_VENV) && $(PYSPARK43_VENV)/bin/pip install --quiet -e '.[broker]' \
+		pyspark==$(PYSPARK43_VERSION) --config-settings editable_mode=compat
+	rm -f $(PYSPARK43_VENV)/.installed*
+	touch $(PYSPARK43_STAMP)
+
 # The jars, resolved by Maven from Maven Central into .jars/<name> (pinned in jars/<name>/pom.xml):
 # Apache Kafka's broker (tests/kafka_cluster.py), Spark's Kafka source, Flink's Kafka connector,
 # the Iceberg and Delta runtimes (on the tests' Spark class path: tests/table_formats.py),
 # Kafka Connect's worker and Debezium's JDBC sink, a plugin in the worker's plugin.path
 # .jars/connect-plugins (tests/kafka_connect.py), and Hive's LLAP classes for the tests' Spark
 # Thrift Server (tests/functional/thrift_server.py; Spark 4 no longer ships them).
-JAR_SETS  := kafka spark-kafka flink-kafka iceberg delta connect connect-plugins/debezium-jdbc hive-llap
+# kafka-3.9: Apache Kafka 3.9's broker beside 4.x's (tests/functional/test_kafka_versions.py).
+JAR_SETS  := kafka kafka-3.9 spark-kafka flink-kafka iceberg delta connect connect-plugins/debezium-jdbc hive-llap
 JARS_STAMP := .jars/.installed
 $(JARS_STAMP): $(foreach j,$(JAR_SETS),jars/$(j)/pom.xml) | maven
 	for j in $(JAR_SETS); do rm -rf .jars/$$j && \
@@ -138,7 +152,7 @@ docs-check: $(DOCS_STAMP) chromium
 # own order (most tests first) started the one-test fault files last, alone at the end.
 # First the documentation site is built, --strict (as `make docs`): a broken link fails the suite;
 # then its layout is checked (as `make docs-check`), and the suite runs without tests/docs.
-test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(JARS_STAMP) java postgres chromium
+test: $(STAMP) $(DOCS_STAMP) $(FLINK_STAMP) $(PYSPARK43_STAMP) $(JARS_STAMP) java postgres chromium
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 	$(BIN)/python -m pytest tests/docs -p no:cacheprovider -q
 	$(FLINK_ENV) LOGSTORE_KILL_SEED=$${LOGSTORE_KILL_SEED:-20261123} $(BIN)/python -m tests.kafka_cluster run -- \
@@ -166,7 +180,7 @@ soak: $(STAMP) $(JARS_STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -q
 
-functional: $(STAMP) $(FLINK_STAMP) $(JARS_STAMP) postgres
+functional: $(STAMP) $(FLINK_STAMP) $(PYSPARK43_STAMP) $(JARS_STAMP) postgres
 	$(FLINK_ENV) $(BIN)/python -m tests.kafka_cluster run -- $(BIN)/python -m pytest tests/functional -q
 
 # The mirror benchmark (benchmarks/mirror.py): starts the embedded broker, prints a table of
@@ -216,4 +230,4 @@ bench-retraction: $(BENCH_STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/retraction.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(FLINK_VENV) .jars site dist build sample_project/target sample_project/logs
+	rm -rf $(VENV) $(FLINK_VENV) $(PYSPARK43_VENV) .jars site dist build sample_project/target sample_project/logs

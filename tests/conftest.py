@@ -125,11 +125,13 @@ LONGEST_FIRST = (  # seconds of a worker in the full run of 2026-11-28 12:12 (ju
     "test_seeds",  # 115 s
     "test_downstream",  # 106 s
     "test_config_errors",  # 98 s
+    "test_pyspark_4_3",  # 90 s alone (2026-11-29): dbt on pyspark 4.3 in .venv-pyspark43
     "test_kafka_connect_sink",  # 88 s
     "test_console",  # 81 s
     "test_snapshots",  # 79 s
     "test_adapter_basic",  # 75 s
     "test_kafka_security",  # 70 s
+    "test_kafka_versions",  # 70 s alone (2026-11-29): its own 3-node Apache Kafka 3.9 cluster
 )
 
 

@@ -12,7 +12,10 @@ the fixture starts a cluster of its own per worker.
 
 A node can be killed (SIGKILL) and restarted (`kill`, `restart`); a cluster can require
 SASL/SCRAM with ACLs (StandardAuthorizer) and turn topic auto-creation off (`sasl_users`,
-`config`).
+`config`). `jars` starts another Kafka version's broker: .jars/kafka-3.9 (jars/kafka-3.9/pom.xml)
+for tests/functional/test_kafka_versions.py; its KRaft settings are the same (a static quorum,
+controller.quorum.voters, and the same `kafka-storage format` arguments), and it logs through
+reload4j (LOG4J1) where 4.x logs through log4j 2 (LOG4J2).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from typing import Dict, List, Mapping, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 JARS = ROOT / ".jars" / "kafka"
+KAFKA_3_9_JARS = ROOT / ".jars" / "kafka-3.9"  # Apache Kafka 3.9.1 (jars/kafka-3.9/pom.xml)
 ENV_VARIABLE = "LOGSTORE_TEST_APACHE_KAFKA"
 ADMIN = ("admin", "admin-secret")  # the SCRAM super user of a cluster with sasl_users
 # Small and quick to start: a test cluster holds few records, and its JVMs live minutes.
@@ -49,6 +53,14 @@ rootLogger.appenderRef.file.ref = file
 logger.kafka.name = org.apache.kafka
 logger.kafka.level = WARN
 """
+# The same for Kafka 3.x, whose slf4j logs through reload4j (log4j 1.x): to the file, not the console.
+LOG4J1 = """log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.kafka=WARN
+"""
 
 
 def free_port() -> int:
@@ -57,11 +69,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def classpath() -> str:
-    jars = sorted(JARS.glob("*.jar"))
+def classpath(directory: Path = JARS) -> str:
+    jars = sorted(Path(directory).glob("*.jar"))
     if not jars:
-        raise RuntimeError(f"No Kafka jars in {JARS}: run `make jars` (Maven resolves "
-                           f"jars/kafka/pom.xml into it).")
+        raise RuntimeError(f"No Kafka jars in {directory}: run `make jars` (Maven resolves "
+                           f"jars/{Path(directory).name}/pom.xml into it).")
     return os.pathsep.join(str(j) for j in jars)
 
 
@@ -82,13 +94,15 @@ class Node:
 class KafkaCluster:
     """`nodes` brokers that are also the KRaft controllers; `config` overrides server
     properties; `sasl_users` {name: password} makes the client listener SASL_PLAINTEXT with
-    SCRAM-SHA-256 and turns ACLs on (StandardAuthorizer; ADMIN is a super user)."""
+    SCRAM-SHA-256 and turns ACLs on (StandardAuthorizer; ADMIN is a super user); `jars`: the
+    directory of the broker's jars (another Kafka version: KAFKA_3_9_JARS)."""
 
     base_dir: Path
     nodes: int = 3
     config: Mapping[str, str] = field(default_factory=dict)
     sasl_users: Mapping[str, str] = field(default_factory=dict)
     jvm_options: List[str] = field(default_factory=lambda: list(JVM_OPTIONS))
+    jars: Path = JARS
     cluster_id: str = field(default_factory=lambda: base64.urlsafe_b64encode(
         uuid.uuid4().bytes).decode().rstrip("="))
 
@@ -160,7 +174,7 @@ class KafkaCluster:
         return props
 
     def _java(self, main: str, *args: str) -> List[str]:
-        return ["java", *self.jvm_options, "-cp", classpath(), main, *args]
+        return ["java", *self.jvm_options, "-cp", classpath(self.jars), main, *args]
 
     def start(self, timeout_seconds: float = 120.0) -> "KafkaCluster":
         for node in self._nodes:
@@ -168,6 +182,7 @@ class KafkaCluster:
             config = node.directory / "server.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in self._properties(node).items()))
             (node.directory / "log4j2.properties").write_text(LOG4J2.format(log=node.log))
+            (node.directory / "log4j.properties").write_text(LOG4J1.format(log=node.log))
             scram = []
             for name, password in {ADMIN[0]: ADMIN[1], **self.sasl_users}.items() if self.sasl_users else ():
                 scram += ["--add-scram", f"SCRAM-SHA-256=[name={name},password={password}]"]
@@ -188,7 +203,8 @@ class KafkaCluster:
         out = open(node.directory / "stdout.log", "ab")
         node.process = subprocess.Popen(
             ["java", f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
-             *self.jvm_options, "-cp", classpath(), "kafka.Kafka",
+             f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
+             *self.jvm_options, "-cp", classpath(self.jars), "kafka.Kafka",
              str(node.directory / "server.properties")],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
