@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install wheel jars maven java python-venv postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats bench-retraction soak clean
+.PHONY: demo test test-cluster unit functional install wheel jars maven java python-venv postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats bench-retraction bench-models soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -228,6 +228,15 @@ bench-formats: $(STAMP) $(JARS_STAMP)
 # BENCH_ARGS=--quick for 100,000 rows, "--brokers apache" on three Apache Kafka nodes.
 bench-retraction: $(BENCH_STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/retraction.py $(BENCH_ARGS)
+
+# The small-models benchmark (benchmarks/models.py): what a log costs an ordinary small model.
+# In one run, interleaved, plain dbt-spark and dbt-logstore (every model logged, transactional,
+# on the embedded broker) build 12 keyed table models of 200 rows, an incremental merge model
+# (Delta) and a keyless table, then rebuild them with every row changed, with the session method
+# and behind a Spark Thrift Server: seconds and SQL statements a model, logged / plain; writes
+# benchmarks/results-models.json. BENCH_ARGS=--quick for 3 models (results-models-quick.json).
+bench-models: $(STAMP) $(JARS_STAMP)
+	$(BIN)/python benchmarks/models.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) $(PYSPARK43_VENV) .jars site dist build sample_project/target sample_project/logs

@@ -1,0 +1,390 @@
+"""Small-models benchmark: what a log costs an ordinary small dbt model, beside plain dbt-spark.
+
+    python benchmarks/models.py [--models 12] [--rows 200] [--rebuilds 1] [--quick]
+                                [--methods session,thrift] [--keep] [--results FILE]
+
+`make bench-models` runs it with the defaults. It writes a throw-away dbt project (`bench`) with
+--models keyed table models (`m01`, `m02`, ..., unique_key id, 200 rows each), one keyed
+incremental model (`incremental_strategy='merge'`, on Delta, where plain dbt-spark can merge too)
+and one keyless table model, every one logged (`log.system: kafka`, transactional). The same
+project runs with two profiles: plain dbt-spark (`type: spark`, where the log's configs mean
+nothing) and dbt-logstore (`type: logstore`), into schemas of their own, on the embedded broker
+(`dbt-logstore broker start`, stopped by its pid at the end). For each method (session: one
+Spark session in a process of its own that both profiles share; thrift: a Spark Thrift Server,
+tests/functional/thrift_server.py, that both profiles connect to), interleaved so that the
+machine's load hits both alike (plain then logged, then logged then plain, ...):
+
+- a warm-up model built and rebuilt by both (not measured: the session's start, first queries);
+- the first build: `dbt run` of every model (var v=1): every row is new;
+- --rebuilds rebuilds (v=2, 3, ...): every row changes (its name and amount), the merge model
+  merges every row, the keyless model is rebuilt.
+
+Per model: its seconds (run_results.json's execution_time) and its SQL statements (the
+`On model.bench.<name>: /* {...} */` lines of the invocation's part of dbt.log). It prints the
+mean a model, plain and logged, and their ratio (logged / plain) for each method and case (first
+build and rebuild of the keyed table models, the incremental merge, the keyless table's rebuild),
+and writes benchmarks/results-models.json (--quick: 3 models, into results-models-quick.json,
+which git ignores). Numbers depend on the machine and on what else runs on it.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import mean
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:  # run by path: the benchmarks package beside this file
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.harness import git_commit, machine, print_result, run_child  # noqa: E402
+from benchmarks.tables import DASH, text_table  # noqa: E402
+
+RESULTS = HERE / "results-models.json"
+QUICK_RESULTS = HERE / "results-models-quick.json"
+PROJECT = "bench"
+VARIANTS = ("plain", "logged")
+CASES = ("first build", "rebuild", "incremental merge", "keyless rebuild")
+INCREMENTAL = "incremental_merge"
+KEYLESS = "keyless"
+WARMUP = "warmup"
+
+LOG = ("**{'log.system': 'kafka', 'log.consistency': 'transactional', "
+       "'kafka.topic': 'bench_models.' ~ target.name ~ '.' ~ this.name}")
+ROWS = ("select id, concat('name-', id, '-', {{ var('v') }}) as name, id * {{ var('v') }} as amount\n"
+        "from range({rows}) as r(id)\n")
+KEYED = "{{ config(materialized='table', unique_key='id', " + LOG + ") }}\n" + ROWS
+MERGE = ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id', "
+         "file_format='delta', " + LOG + ") }}\n" + ROWS)
+KEYLESS_SQL = "{{ config(materialized='table', " + LOG + ") }}\n" + ROWS
+
+# Delta, for the merge model (plain dbt-spark merges on Delta, Iceberg or Hudi only)
+DELTA = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+         "spark.databricks.delta.snapshotPartitions": "2"}
+SPARK = {"spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC", **DELTA}
+
+
+def model_names(count: int) -> List[str]:
+    return [f"m{i:02d}" for i in range(1, count + 1)]
+
+
+def models(count: int, rows: int) -> Dict[str, str]:
+    """The project's models: name -> SQL."""
+    out = {name: KEYED.replace("{rows}", str(rows)) for name in model_names(count)}
+    out[INCREMENTAL] = MERGE.replace("{rows}", str(rows))
+    out[KEYLESS] = KEYLESS_SQL.replace("{rows}", str(rows))
+    out[WARMUP] = KEYED.replace("{rows}", str(rows))
+    return out
+
+
+def profile(method: str, session_dir: str, servers: str, port: Optional[int]) -> str:
+    """Both targets of a method: plain (type spark) and logged (type logstore), each in a schema
+    of its own; the session targets share one Spark session (its warehouse and metastore)."""
+    lines = ["bench:", "  target: logged", "  outputs:"]
+    for variant in VARIANTS:
+        lines += [f"    {variant}:", f"      type: {'spark' if variant == 'plain' else 'logstore'}",
+                  f"      method: {method}", f"      schema: bench_{variant}", "      threads: 1"]
+        if method == "thrift":
+            lines += ["      host: 127.0.0.1", f"      port: {port}", "      connect_retries: 5",
+                      "      connect_timeout: 10"]
+        else:  # dbt-spark asks a host of every method
+            from dbt.adapters.logstore.connections import session_defaults
+
+            lines += ["      host: localhost"]
+
+            settings = {**session_defaults(session_dir), **SPARK}
+            lines += ["      server_side_parameters:"]
+            lines += [f"        {key}: {json.dumps(value)}" for key, value in settings.items()]
+        if variant == "logged":
+            lines += [f"      kafka_bootstrap_servers: {json.dumps(servers)}"]
+    return "\n".join(lines) + "\n"
+
+
+# --- dbt.log: statements per node ----------------------------------------------------------------
+
+HEADER = re.compile(r"^(?:\x1b\[[0-9;]*m)?=+ [\d:.]+ \| (?P<invocation>[0-9a-f-]+) =+\s*$")
+STATEMENT = re.compile(r"On (?P<node>model\.[\w.]+): /\* \{")
+
+
+def invocations(text: str) -> Dict[str, str]:
+    """A dbt.log's text split by invocation: invocation id -> its lines (dbt starts each
+    invocation's part with `===... HH:MM:SS.ffffff | <invocation id> ===...`)."""
+    parts: Dict[str, List[str]] = {}
+    current: Optional[List[str]] = None
+    for line in text.splitlines():
+        found = HEADER.match(line)
+        if found:
+            current = parts.setdefault(found["invocation"], [])
+        elif current is not None:
+            current.append(line)
+    return {key: "\n".join(lines) for key, lines in parts.items()}
+
+
+def statements(text: str, project: str = PROJECT) -> Dict[str, int]:
+    """SQL statements a node ran, in one invocation's part of dbt.log: its `On model.<project>.
+    <name>: /* {...} */` lines (dbt's query comment, the SQL after it). Model name -> count."""
+    counts: Dict[str, int] = {}
+    prefix = f"model.{project}."
+    for line in text.splitlines():
+        for found in STATEMENT.finditer(line):
+            node = found["node"]
+            if node.startswith(prefix):
+                name = node[len(prefix):]
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+# --- the ratio table ------------------------------------------------------------------------------
+
+
+def case_of(model: str, run: int) -> Optional[str]:
+    """A model's case in a run (0: the first build, 1.. rebuilds); None: not in the table."""
+    if model == INCREMENTAL:
+        return "incremental merge" if run > 0 else None
+    if model == KEYLESS:
+        return "keyless rebuild" if run > 0 else None
+    if model == WARMUP:
+        return None
+    return "first build" if run == 0 else "rebuild"
+
+
+def summarize(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Mean seconds and statements a model, plain and logged, and the ratios, per method and
+    case. `runs`: one per dbt invocation measured, {"method", "variant", "run", "nodes":
+    {model: {"seconds", "statements"}}}."""
+    cells: Dict[tuple, Dict[str, List[float]]] = {}
+    for r in runs:
+        for model, node in r["nodes"].items():
+            case = case_of(model, r["run"])
+            if case is None:
+                continue
+            cell = cells.setdefault((r["method"], case, r["variant"]), {"seconds": [], "statements": []})
+            cell["seconds"].append(node["seconds"])
+            cell["statements"].append(node["statements"])
+    rows = []
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    for method in methods:
+        for case in CASES:
+            plain, logged = cells.get((method, case, "plain")), cells.get((method, case, "logged"))
+            if not plain or not logged:
+                continue
+            row: Dict[str, Any] = {"method": method, "case": case, "models": len(logged["seconds"])}
+            for variant, cell in (("plain", plain), ("logged", logged)):
+                row[f"{variant}_s"] = mean(cell["seconds"])
+                row[f"{variant}_statements"] = mean(cell["statements"])
+            row["added_s"] = row["logged_s"] - row["plain_s"]
+            row["ratio_s"] = row["logged_s"] / row["plain_s"] if row["plain_s"] else None
+            row["ratio_statements"] = (row["logged_statements"] / row["plain_statements"]
+                                       if row["plain_statements"] else None)
+            rows.append(row)
+    return rows
+
+
+def _f(value: Optional[float], digits: int = 2) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def _cells(row: Dict[str, Any]) -> List[str]:
+    return [row["method"], row["case"], str(row["models"]), _f(row["plain_s"]), _f(row["logged_s"]),
+            "+" + _f(row["added_s"]), _f(row["ratio_s"]), _f(row["plain_statements"], 1),
+            _f(row["logged_statements"], 1), _f(row["ratio_statements"])]
+
+
+HEADERS = ("method", "case", "models", "plain s", "logged s", "added s", "× s", "plain stmts",
+           "logged stmts", "× stmts")
+
+
+def table(rows: Sequence[Dict[str, Any]]) -> str:
+    """The ratio table, as the benchmark prints it: a row per method and case, a model's mean."""
+    return "\n".join(text_table(HEADERS, [_cells(r) for r in rows], left=2))
+
+
+def markdown(rows: Sequence[Dict[str, Any]]) -> str:
+    """The same table in Markdown (for docs/performance.md)."""
+    align = ["---", "---"] + ["---:"] * (len(HEADERS) - 2)
+    return "\n".join("| " + " | ".join(cells) + " |"
+                     for cells in (HEADERS, align, *(_cells(r) for r in rows)))
+
+
+# --- a method's process ---------------------------------------------------------------------------
+
+
+def dbt_run(spec: Dict[str, Any], variant: str, v: int, select: Optional[str], label: str) -> Dict[str, Any]:
+    """One `dbt run` in this process; each model's seconds and statements."""
+    from dbt.cli.main import dbtRunner
+
+    work = Path(spec["work"])
+    target_path = work / f"target-{spec['method']}-{variant}-{label}"
+    log_path = work / f"dbt-logs-{spec['method']}-{variant}"
+    args = ["run", "--project-dir", spec["project"], "--profiles-dir", spec["profiles"], "--target", variant,
+            "--vars", json.dumps({"v": v}), "--target-path", str(target_path), "--log-path", str(log_path),
+            "--quiet"]
+    args += ["--select", select] if select else ["--exclude", WARMUP]
+    result = dbtRunner().invoke(args)
+    if not result.success:
+        messages = [r.message for r in getattr(result.result, "results", None) or [] if r.message]
+        raise SystemExit(f"dbt run ({spec['method']}, {variant}, {label}) failed: "
+                         f"{result.exception or '; '.join(messages)}")
+    run_results = json.loads((target_path / "run_results.json").read_text())
+    invocation = run_results["metadata"]["invocation_id"]
+    counts = statements(invocations((log_path / "dbt.log").read_text()).get(invocation, ""))
+    nodes = {}
+    for node in run_results["results"]:
+        name = node["unique_id"].split(".")[-1]
+        nodes[name] = {"seconds": node["execution_time"], "statements": counts.get(name, 0)}
+    return {"invocation": invocation, "nodes": nodes}
+
+
+def child_main(spec: Dict[str, Any]) -> None:
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    if spec["method"] == "session":
+        os.environ["PYSPARK_SUBMIT_ARGS"] = (f"--driver-class-path {spec['class_path']} "
+                                             "--conf spark.ui.showConsoleProgress=false pyspark-shell")
+    for variant in VARIANTS:  # the session's start and first queries, a first build and a rebuild
+        for v in (1, 2):
+            dbt_run(spec, variant, v, WARMUP, f"warmup{v}")
+    runs = []
+    for run in range(spec["rebuilds"] + 1):
+        order = VARIANTS if run % 2 == 0 else VARIANTS[::-1]
+        for variant in order:
+            started = time.monotonic()
+            measured = dbt_run(spec, variant, run + 1, None, f"run{run}")
+            print(f"  {spec['method']} {variant} run {run}: {time.monotonic() - started:.0f} s", file=sys.stderr,
+                  flush=True)
+            runs.append({"method": spec["method"], "variant": variant, "run": run, **measured})
+    print_result({"runs": runs})
+
+
+# --- the parent -----------------------------------------------------------------------------------
+
+
+def start_broker(state_dir: Path) -> tuple:
+    from dbt.adapters.logstore.cli.broker import free_port
+
+    port = free_port()
+    cli = Path(sys.executable).parent / "dbt-logstore"
+    subprocess.run([str(cli), "broker", "start", "--port", str(port), "--state-dir", str(state_dir)], check=True)
+    pid = int((state_dir / f"broker-{port}.pid").read_text().strip())
+    return pid, f"127.0.0.1:{port}"
+
+
+def stop_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def delta_jars() -> List[Path]:
+    return sorted((ROOT / ".jars" / "delta").glob("*.jar"))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=int, default=12, help="keyed table models")
+    parser.add_argument("--rows", type=int, default=200, help="rows a model")
+    parser.add_argument("--rebuilds", type=int, default=1, help="rebuilds after the first build")
+    parser.add_argument("--methods", default="session,thrift", help="session, thrift or both")
+    parser.add_argument("--quick", action="store_true", help="3 models, for development")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--results", help=f"where to write the results (default {RESULTS.name}, "
+                                          f"with --quick {QUICK_RESULTS.name})")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child_main(json.loads(args.child))
+        return 0
+    count = 3 if args.quick else args.models
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    results_path = Path(args.results) if args.results else (QUICK_RESULTS if args.quick else RESULTS)
+    jars = delta_jars()
+    if not jars:
+        raise SystemExit("no Delta jars in .jars/delta: make jars")
+    work = Path(tempfile.mkdtemp(prefix="logstore-bench-models-"))
+    from benchmarks.projects import write_project
+
+    project = write_project(work, models(count, args.rows), profile=None)
+    print(f"work directory {work}; {count} keyed table models of {args.rows} rows, an incremental merge "
+          f"model and a keyless one; methods {', '.join(methods)}", flush=True)
+    began = time.monotonic()
+    broker_pid = None
+    server = None
+    runs: List[Dict[str, Any]] = []
+    failures: List[str] = []
+    try:
+        (work / "broker").mkdir()
+        broker_pid, servers = start_broker(work / "broker")
+        for method in methods:
+            port = None
+            if method == "thrift":
+                from tests.functional.thrift_server import start_thrift_server
+
+                (work / "thrift").mkdir()
+                server = start_thrift_server(work / "thrift", extra_conf=SPARK, jars=jars)
+                port = server.port
+                print(f"Thrift Server on port {port}", flush=True)
+            profiles = work / f"profiles-{method}"
+            profiles.mkdir()
+            (profiles / "profiles.yml").write_text(profile(method, str(work / "spark-session"), servers, port))
+            spec = {"method": method, "work": str(work), "project": str(project), "profiles": str(profiles),
+                    "rebuilds": args.rebuilds, "class_path": os.pathsep.join(map(str, jars))}
+            started = time.monotonic()
+            try:
+                result = run_child(__file__, spec, work / f"{method}.log", f"method {method}", cwd=str(work))
+                runs += result["runs"]
+            except Exception as exc:  # noqa: BLE001 - recorded, the other method goes on
+                failures.append(str(exc)[-2000:])
+                print(f"  {method} FAILED: {exc}", flush=True)
+            print(f"  {method}: {time.monotonic() - started:.0f} s", flush=True)
+            if server is not None:
+                from tests.functional.thrift_server import _stop
+
+                _stop(server.process)
+                server = None
+    finally:
+        if server is not None:
+            from tests.functional.thrift_server import _stop
+
+            _stop(server.process)
+        if broker_pid is not None:
+            stop_pid(broker_pid)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    rows = summarize(runs)
+    command = "python benchmarks/models.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    summary = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "machine": machine(), "commit": git_commit(), "command": command.strip(),
+               "models": count, "rows": args.rows, "rebuilds": args.rebuilds, "methods": methods,
+               "duration_s": round(time.monotonic() - began), "table": rows, "runs": runs,
+               "failures": failures}
+    results_path.write_text(json.dumps(summary, indent=1) + "\n")
+    print("\nseconds and SQL statements a model (mean), plain dbt-spark and dbt-logstore logged:\n")
+    print(table(rows))
+    print(f"\n{time.monotonic() - began:.0f} s; wrote {results_path}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
