@@ -206,4 +206,4 @@ class TestOnApacheKafka39:
         types, table = table_state(relation)
         assert replay_confirmed(servers, topic, types, table) == table
         assert table_properties(relation)[LOG_TOPIC_ID] == recreated
-        assert logstore_statuses(project)["customers"].agree
+        assert _plain_status(project)["customers"].agree
