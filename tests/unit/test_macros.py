@@ -209,6 +209,11 @@ class FakeAdapter:
     def logstore_relation(self, target_relation, kind):
         return LogstoreAdapter.logstore_relation(self, target_relation, kind)
 
+    @recorded
+    def logstore_own_relations(self, target_relation):
+        prefix = f"{target_relation.identifier}__logstore_"
+        return {name.lower() for name in self.catalog if name.startswith(prefix)}
+
     def logstore_changeset_id(self, invocation_id, node):
         return LogstoreAdapter.logstore_changeset_id(self, invocation_id, node)
 

@@ -13,18 +13,19 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Set
 
 from dbt.adapters.base import available
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt_common.exceptions import DbtRuntimeError
+from dbt_common.invocation import get_invocation_id
 
 from dbt.adapters.logstore import faults, names
 from dbt.adapters.logstore.changes import checks as change_checks, diff as changes, retraction
 from dbt.adapters.logstore.commit import mirror, run_lock, run_modes, table_commit
 from dbt.adapters.logstore.commit import protocol as commit_protocol, snapshots as log_snapshots
 from dbt.adapters.logstore.commit.model_run import ModelRunState
-from dbt.adapters.logstore.config.address import PROFILE_SERVERS, servers_setting_of, with_servers_setting
+from dbt.adapters.logstore.config.address import profile_log, servers_setting_of, with_servers_setting
 from dbt.adapters.logstore.config.continuation import continue_stored_shape
 from dbt.adapters.logstore.config.log_config import LogConfig, ModelRef, check_all, node_config, resolve_log_config
 from dbt.adapters.logstore.connections import LogstoreConnectionManager
@@ -172,10 +173,15 @@ class LogstoreAdapter(SparkAdapter):
         return response
 
     def logstore_set_properties(self, relation: Any, properties: Mapping[str, str]) -> str:
+        self._run_state().found_properties = None  # the properties as read are no more
         self.execute(set_properties_sql(relation, properties))
         return ""
 
     # --- one run at a time per model ----------------------------------------------------
+
+    def logstore_own_relations(self, target_relation: Any) -> Set[str]:
+        """The model's own relations that exist, by identifier (leftovers.own_relations)."""
+        return leftovers.own_relations(self._catalog(), target_relation)
 
     def _catalog(self) -> Catalog:
         return Catalog(self.execute, self.get_relation, self.get_columns_in_relation)
@@ -183,10 +189,11 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_lock(self, log: LogConfig, target_relation: Any, invocation_id: str) -> str:
         """Take the model's run lock (see run_lock.py) or fail, naming the run that holds it.
         The post-model hook releases it when the materialization ends, however it ends."""
-        lock = run_lock.lock_relation(target_relation)
+        lock, state = run_lock.lock_relation(target_relation), self._run_state()
+        if state.lock == lock and state.owner is not None:
+            return lock  # taken as the run started (logstore_continue_log)
         owner = run_lock.LockOwner.this_process(invocation_id, self._lease_seconds())
         run_lock.take(self._catalog(), log.model, lock, owner)
-        state = self._run_state()
         state.lock, state.owner, state.target = lock, owner, target_relation
         return lock
 
@@ -194,6 +201,7 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_create(self, relation: Any, sql: str) -> str:
         """Create one of the adapter's own relations (leftovers.create_or_clear)."""
         leftovers.create_or_clear(self._catalog(), relation, sql)
+        self._run_state().created_columns[str(relation)] = None
         return ""
 
     @available.parse_none
@@ -288,7 +296,9 @@ class LogstoreAdapter(SparkAdapter):
         logger.debug(f"{log.model}: the log as found: cluster {state.cluster_id}, topic "
                      f"{state.topic_id} ({state.start_offsets} to {state.end_offsets}), control topic "
                      f"{state.control_topic_id} ({len(state.control_records)} records), {state.settings}")
-        props = self._table_properties(relation) if relation is not None else None
+        props = None if relation is None else (
+            self._run_state().properties_found(relation) or self._table_properties(relation))
+        self._run_state().found_properties = None if props is None else (str(relation), props)
         table_id = log_snapshots.TableRef(str(target_relation.schema),
                                           str(target_relation.identifier)).writer_id
         assessment = identity.assess(log, props, state, table_id)
@@ -308,7 +318,11 @@ class LogstoreAdapter(SparkAdapter):
                                      target_relation.identifier)
         if existing is None or not existing.is_table:
             return log
-        log, warnings = continue_stored_shape(log, self._table_properties(existing))
+        # the run's lock first: the properties read now are those its commit builds on
+        self.logstore_lock(log, target_relation, get_invocation_id())
+        props = self._table_properties(existing)
+        self._run_state().found_properties = (str(existing), props)
+        log, warnings = continue_stored_shape(log, props)
         for warning in warnings:
             logger.warning(warning)
         return log
@@ -317,7 +331,8 @@ class LogstoreAdapter(SparkAdapter):
         """Whether the existing table's log starts now (see commit_protocol.log_is_new)."""
         if relation is None or not relation.is_table:
             return False
-        return commit_protocol.log_is_new(log, self._table_properties(relation), topic_partitions)
+        props = self._run_state().properties_found(relation) or self._table_properties(relation)
+        return commit_protocol.log_is_new(log, props, topic_partitions)
 
     def logstore_change_sql(
         self, log: LogConfig, new_relation: Any, old_relation: Any = None, scope_by: Any = None,
@@ -457,9 +472,10 @@ class LogstoreAdapter(SparkAdapter):
                             topic_partitions: Optional[int] = None,
                             carry_from: Any = None, record_sources: bool = True) -> Dict[str, str]:
         """Table properties of a commit (table_commit.commit_properties)."""
-        sources = self._run_state().sources if record_sources else None
+        state = self._run_state()
+        sources = state.sources if record_sources else None
         props = table_commit.commit_properties(self._catalog(), log, changeset_id, topic_partitions,
-                                               carry_from, sources)
+                                               carry_from, sources, state.properties_found(carry_from))
         start = self._run_state().generation
         if start is not None and changeset_id:  # this commit starts a generation
             props.update(start.pending_properties(changeset_id))
@@ -500,6 +516,7 @@ class LogstoreAdapter(SparkAdapter):
 
     def logstore_settle_sources(self, relation: Any, changeset: str) -> None:
         """Recovery: an intended upstream position becomes the table's (table_commit)."""
+        self._run_state().found_properties = None
         table_commit.settle_sources(self._catalog(), relation, changeset)
 
     # --- dbt debug -----------------------------------------------------------------------
@@ -507,16 +524,11 @@ class LogstoreAdapter(SparkAdapter):
     def debug_query(self) -> None:
         """`dbt debug`: Spark answers, then the profile's Kafka is reachable and can create topics."""
         super().debug_query()
-        creds = self.config.credentials
-        servers = getattr(creds, "kafka_bootstrap_servers", None)
-        if not servers:
+        log = profile_log(self.config.credentials)
+        if log is None:
             logger.info("Kafka: no kafka_bootstrap_servers in the profile (each logged model "
                         "must set kafka.bootstrap.servers)")
             return
-        log = with_servers_setting(
-            LogConfig(model="dbt debug", system="kafka", bootstrap_servers=servers,
-                      client_properties=dict(getattr(creds, "kafka_properties", {}) or {})),
-            PROFILE_SERVERS)
         try:
             lines = open_model_log(log).check()
         except DbtRuntimeError as exc:  # its subject is dbt debug's check, not a model
@@ -528,12 +540,11 @@ class LogstoreAdapter(SparkAdapter):
     # --- helpers -------------------------------------------------------------------------
 
     def _column_names(self, relation: Any) -> List[str]:
-        return [c.name for c in self.get_columns_in_relation(relation)]
+        return [c.name for c in self._run_state().columns_of(relation, self.get_columns_in_relation)]
 
     def _change_input(self, relation: Any) -> changes.ChangeInput:
-        columns = self.get_columns_in_relation(relation)
-        return changes.ChangeInput(str(relation), [c.name for c in columns],
-                                   [c.dtype for c in columns])
+        columns = self._run_state().columns_of(relation, self.get_columns_in_relation)
+        return changes.ChangeInput(str(relation), [c.name for c in columns], [c.dtype for c in columns])
 
     def _table_properties(self, relation: Any) -> Dict[str, str]:
         return self._catalog().properties(relation)

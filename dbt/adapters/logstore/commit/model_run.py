@@ -3,7 +3,7 @@ keeps one per thread: LogstoreAdapter._run_state), among it the model's log, res
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dbt.adapters.logstore.commit import run_lock
 from dbt.adapters.logstore.config.log_config import LogConfig
@@ -26,6 +26,13 @@ class ModelRunState:
     target: Any = None  # the model's table, once this run holds its lock
     committed: bool = False  # its commit and log write went through (else a failure cleans up)
     changes: Any = None  # the change table this run built, for that cleanup to judge
+    # the table's properties as `begin` read them for the identity check, for the steps that
+    # need them before this run writes any property (is the log new? what a rebuild carries on):
+    # under the run's lock only the run itself changes them
+    found_properties: Optional[Tuple[str, Dict[str, str]]] = None
+    # the columns of each table this run created (None: not described yet); nothing changes a
+    # table's columns between its creation and its rename or drop, so it is described once
+    created_columns: Dict[str, Optional[List[Any]]] = field(default_factory=dict)
 
     def model_log(self, log: LogConfig) -> ModelLog:
         """The model's log for this run: its log system looked up once (log_system.ModelLog),
@@ -35,3 +42,18 @@ class ModelRunState:
             self.log = open_model_log(log)
         self.log = self.log.with_config(log)
         return self.log
+
+    def properties_found(self, relation: Any) -> Optional[Dict[str, str]]:
+        """The properties `begin` read of `relation` for the identity check, while this run has
+        written none (None: read them)."""
+        found = self.found_properties
+        return found[1] if found and found[0] == str(relation) else None
+
+    def columns_of(self, relation: Any, describe: Callable[[Any], List[Any]]) -> List[Any]:
+        """The columns of `relation` (`describe`: dbt's get_columns_in_relation), a table this
+        run created described once."""
+        if str(relation) not in self.created_columns:
+            return describe(relation)
+        if self.created_columns[str(relation)] is None:
+            self.created_columns[str(relation)] = describe(relation)
+        return list(self.created_columns[str(relation)] or [])

@@ -46,7 +46,7 @@ is written again as a new attempt. A change table whose table commit never happe
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -73,6 +73,7 @@ class Steps(Protocol):
     def logstore_assess_log(self, log: LogConfig, target_relation: Any, relation: Any) -> Assessment: ...
     def logstore_start_generation(self, start: Optional[GenerationStart]) -> None: ...
     def logstore_relation(self, target_relation: Any, kind: str) -> Any: ...
+    def logstore_own_relations(self, target_relation: Any) -> Set[str]: ...
     def get_relation(self, database: Any, schema: Any, identifier: Any) -> Any: ...
     def rename_relation(self, from_relation: Any, to_relation: Any) -> None: ...
     def drop_relation(self, relation: Any) -> None: ...
@@ -168,8 +169,12 @@ def begin(steps: Steps, log: LogConfig, target: Any, partition_by: Any, invocati
             log, begun, partitions, record_sources=False))
         finish(steps, log, existing, changes, begun, log_starts=True)
         steps.logstore_start_generation(None)  # the run's own commit continues it
-    for kind in STAGED_SUFFIXES:  # what a failed run staged is never committed now
-        steps.drop_relation(steps.logstore_relation(target, kind))
+    # what a failed run staged is never committed now: one listing finds it (almost never any)
+    present = steps.logstore_own_relations(target)
+    for kind in STAGED_SUFFIXES:
+        staged = steps.logstore_relation(target, kind)
+        if staged.identifier.lower() in present:
+            steps.drop_relation(staged)
     return partitions
 
 

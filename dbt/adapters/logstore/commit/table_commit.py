@@ -5,7 +5,7 @@ and the upstream positions a downstream commit records (docs/log-format.md, sect
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from dbt.adapters.logstore.changes import diff as changes
 from dbt.adapters.logstore.commit import protocol as commit_protocol, snapshots as log_snapshots
@@ -99,14 +99,15 @@ def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, ne
 
 def commit_properties(catalog: Catalog, log: LogConfig, changeset_id: Optional[str] = None,
                       topic_partitions: Optional[int] = None, carry_from: Any = None,
-                      sources: Optional[str] = None) -> Dict[str, str]:
+                      sources: Optional[str] = None,
+                      carried: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """Table properties of a commit: the log options, the change-set tag (with the upstream
     positions read, `sources`), the partition count the records were placed with. A table that
     replaces `carry_from` carries on its snapshot history (id, offsets), so snapshot ids stay
-    monotonic across rebuilds."""
+    monotonic across rebuilds (`carried`: its properties, when this run knows them already)."""
     props: Dict[str, str] = {}
     if carry_from is not None and carry_from.is_table:
-        old = catalog.properties(carry_from)
+        old = carried if carried is not None else catalog.properties(carry_from)
         props.update({k: v for k, v in old.items() if k in log_snapshots.CARRIED})
     props.update(log.table_properties())
     if changeset_id:

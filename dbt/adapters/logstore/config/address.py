@@ -54,3 +54,15 @@ def with_servers_setting(log: LogConfig, setting: str) -> LogConfig:
         return log
     values = {f.name: getattr(log, f.name) for f in fields(log) if f.init}
     return _SourcedLogConfig(**{**values, "servers_setting": setting})
+
+
+def profile_log(credentials: Any) -> Any:
+    """The log `dbt debug` checks: the profile's servers and client properties, its errors
+    naming the profile's field (None: the profile names no servers)."""
+    servers = getattr(credentials, "kafka_bootstrap_servers", None)
+    if not servers:
+        return None
+    return with_servers_setting(
+        LogConfig(model="dbt debug", system="kafka", bootstrap_servers=servers,
+                  client_properties=dict(getattr(credentials, "kafka_properties", {}) or {})),
+        PROFILE_SERVERS)

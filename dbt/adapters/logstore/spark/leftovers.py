@@ -26,7 +26,7 @@ drop deletes its location.
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Set
 
 from dbt.adapters.logstore.spark.catalog import Catalog, logger
 from dbt.adapters.logstore.spark.json_images import sql_string
@@ -73,6 +73,14 @@ def removal_sql(gc_relation: str, location: str) -> List[str]:
         create,  # at its own (empty) directory again, so that its drop removes that too
         drop_sql(gc_relation),
     ]
+
+
+def own_relations(catalog: Catalog, target_relation: Any) -> Set[str]:
+    """The identifiers (lower case) of the model's own relations (names.RELATION_MARK) in its
+    schema, from one listing: a run asks once instead of dropping each name it might have left."""
+    pattern = f"{target_relation.identifier}{RELATION_MARK}*".replace("`", "")
+    rows = catalog.rows(f"show tables in {target_relation.schema} like {sql_string(pattern)}")
+    return {str(row[1]).lower() for row in rows}
 
 
 def drop_sql(relation: Any, kind: str = "table") -> str:
