@@ -26,6 +26,7 @@ from dbt.adapters.logstore.config.log_config import LogConfig
 from dbt.adapters.logstore.log.log_system import LogReader, ModelLog
 from dbt.adapters.logstore.names import CHANGE_COLUMNS
 from dbt.adapters.logstore.spark.row_source import active_spark
+from dbt.adapters.logstore.spark.tasks import rows_by_task
 
 HeldRow = Tuple[str, Optional[str], int, int]  # key, row (None: deleted), partition, offset
 Range = Tuple[int, int, int]  # partition, first offset, end offset
@@ -89,9 +90,8 @@ def _land(catalog: Catalog, handle: Any, reader: LogReader, chosen: List[Range],
                              StructField("part", LongType()), StructField("off", LongType())])
         pieces = [(p, a, min(a + TASK_OFFSETS, end)) for p, first, end in chosen
                   for a in range(first, end, TASK_OFFSETS)]
-        rdd = spark.sparkContext.parallelize(pieces, len(pieces)).mapPartitions(
-            lambda mine: held_rows(reader, mine))
-        spark.createDataFrame(rdd, schema).write.insertInto(held_relation)
+        rows_by_task(spark, pieces, "part bigint, lo bigint, hi bigint",
+                     lambda mine: held_rows(reader, mine), schema).write.insertInto(held_relation)
         return
     # thrift: dbt reads the ranges and inserts them in batches (of about 0.5 MB of SQL)
     for statement in insert_batches_sql(held_relation, held_rows(reader, iter(chosen)), THRIFT_BATCH):

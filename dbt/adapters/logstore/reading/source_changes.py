@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 from dbt.adapters.logstore.log.control_records import DELIVER, ConfirmedAttempts, RecordTags
 from dbt.adapters.logstore.formats import BARE_ROW, ENVELOPE, is_tombstone_after_delete, value_shape
 from dbt.adapters.logstore.spark.json_images import DEFAULT_IMAGES, JsonImages, quote_identifier
+from dbt.adapters.logstore.spark.tasks import rows_by_task
 from dbt.adapters.logstore.log.log_system import LogReader, LogRecord
 from dbt.adapters.logstore.names import (
     SCRATCH_RANK, VIEW_COLUMN_PREFIX, VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN,
@@ -165,9 +166,7 @@ def raw_rows_in_spark(spark: Any, plan: ReadPlan, log: LogReader) -> Any:
                          StructField("key", StringType()), StructField("value", StringType()),
                          StructField("snapshot", LongType()), StructField("part", LongType()),
                          StructField("off", LongType())])
-    ranges = list(plan.ranges)
-    rdd = spark.sparkContext.parallelize(ranges, max(1, len(ranges))).mapPartitions(read)
-    return spark.createDataFrame(rdd, schema)
+    return rows_by_task(spark, list(plan.ranges), "part bigint, lo bigint, hi bigint", read, schema)
 
 
 def raw_table_ddl(relation: str) -> str:
