@@ -295,6 +295,21 @@ class TestTopicWithFewerPartitionsFails:
         assert not spark().catalog.tableExists(f"{project.test_schema}.wide")
 
 
+def recreate_topic(servers, topic, partitions):
+    """The topic deleted and created again with `partitions`, behind dbt's back."""
+    import time
+
+    admin = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        admin.delete_topics([topic])
+        deadline = time.monotonic() + 30
+        while topic in admin.list_topics() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
 class TestTopicWhosePartitionCountChangedFails:
     """Someone gives the topic more partitions between runs (here: deletes it and creates it
     again wider, as the embedded broker has no CreatePartitions): a key's next records would
@@ -308,19 +323,9 @@ class TestTopicWhosePartitionCountChangedFails:
                                "select id from range({{ var('rows', 3) }}) as r(id)"}
 
     def test_partition_count_changed(self, project, kafka_bootstrap_servers):
-        import time
-
         run_dbt(["run"])
         topic = f"widened_{project.test_schema}"
-        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap_servers)
-        try:
-            admin.delete_topics([topic])
-            deadline = time.monotonic() + 30
-            while topic in admin.list_topics() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            admin.create_topics([NewTopic(topic, 4, 1)])
-        finally:
-            admin.close()
+        recreate_topic(kafka_bootstrap_servers, topic, 4)
         # a topic created again is no longer the table's log (lifecycle/identity.py) ...
         out = failure_text(["run", "--vars", json.dumps({"rows": 5})])
         assert f"the topic '{topic}' was deleted and created again" in out, out
@@ -337,15 +342,7 @@ class TestTopicWhosePartitionCountChangedFails:
         relation = f"{project.test_schema}.widened"
         assert spark().table(relation).count() == 3  # the table did not change
         # the second way out, as the sentence gives it: the topic again with 2 partitions
-        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap_servers)
-        try:
-            admin.delete_topics([topic])
-            deadline = time.monotonic() + 30
-            while topic in admin.list_topics() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            admin.create_topics([NewTopic(topic, 2, 1)])
-        finally:
-            admin.close()
+        recreate_topic(kafka_bootstrap_servers, topic, 2)
         run_dbt(["run", "--vars", json.dumps({"rows": 5, "on_lost": "restart"})])
         assert spark().table(relation).count() == 5
         statuses = logstore_statuses(project)
