@@ -61,7 +61,7 @@ KEYLESS = "keyless"
 WARMUP = "warmup"
 
 LOG = ("**{'log.system': 'kafka', 'log.consistency': 'transactional', "
-       "'kafka.topic': 'bench_models.' ~ target.name ~ '.' ~ this.name}")
+       "'kafka.topic': 'bench_models.' ~ var('method') ~ '.' ~ this.name}")
 ROWS = ("select id, concat('name-', id, '-', {{ var('v') }}) as name, id * {{ var('v') }} as amount\n"
         "from range({rows}) as r(id)\n")
 KEYED = "{{ config(materialized='table', unique_key='id', " + LOG + ") }}\n" + ROWS
@@ -228,8 +228,9 @@ def dbt_run(spec: Dict[str, Any], variant: str, v: int, select: Optional[str], l
     work = Path(spec["work"])
     target_path = work / f"target-{spec['method']}-{variant}-{label}"
     log_path = work / f"dbt-logs-{spec['method']}-{variant}"
+    variables = {"v": v, "method": spec["method"]}  # the method: a topic of its own for each
     args = ["run", "--project-dir", spec["project"], "--profiles-dir", spec["profiles"], "--target", variant,
-            "--vars", json.dumps({"v": v}), "--target-path", str(target_path), "--log-path", str(log_path),
+            "--vars", json.dumps(variables), "--target-path", str(target_path), "--log-path", str(log_path),
             "--quiet"]
     args += ["--select", select] if select else ["--exclude", WARMUP]
     result = dbtRunner().invoke(args)
@@ -329,6 +330,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"work directory {work}; {count} keyed table models of {args.rows} rows, an incremental merge "
           f"model and a keyless one; methods {', '.join(methods)}", flush=True)
     began = time.monotonic()
+    commit = git_commit()  # the code measured: at the start (others may commit while it runs)
     broker_pid = None
     server = None
     runs: List[Dict[str, Any]] = []
@@ -375,7 +377,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     rows = summarize(runs)
     command = "python benchmarks/models.py " + " ".join(argv if argv is not None else sys.argv[1:])
     summary = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               "machine": machine(), "commit": git_commit(), "command": command.strip(),
+               "machine": machine(), "commit": commit, "command": command.strip(),
                "models": count, "rows": args.rows, "rebuilds": args.rebuilds, "methods": methods,
                "duration_s": round(time.monotonic() - began), "table": rows, "runs": runs,
                "failures": failures}
