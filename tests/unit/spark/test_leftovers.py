@@ -53,3 +53,22 @@ def test_a_killed_inserts_output_is_the_committers_scratch_directory_of_the_tabl
                  ("Location", "file:/wh/analytics.db/orders", ""), ("Provider", "parquet", "")]
     assert location_of(described) == "file:/wh/analytics.db/orders"
     assert location_of([("id", "bigint", None)]) is None  # no location: nothing to remove
+
+
+def test_the_models_own_relations_in_one_listing_without_temporary_views():
+    from types import SimpleNamespace
+
+    from dbt.adapters.logstore.spark.leftovers import own_relations
+
+    class Listing:
+        sql = None
+
+        def rows(self, sql):
+            self.sql = sql
+            return [("s", "orders__logstore_new", False), ("s", "ORDERS__LOGSTORE_LOCK", False),
+                    ("", "orders__logstore_held", True)]  # a view of the session, any schema
+
+    catalog = Listing()
+    target = SimpleNamespace(schema="s", identifier="orders")
+    assert own_relations(catalog, target) == {"orders__logstore_new", "orders__logstore_lock"}
+    assert catalog.sql == "show tables in s like 'orders__logstore_*'"

@@ -80,7 +80,8 @@ def own_relations(catalog: Catalog, target_relation: Any) -> Set[str]:
     schema, from one listing: a run asks once instead of dropping each name it might have left."""
     pattern = f"{target_relation.identifier}{RELATION_MARK}*".replace("`", "")
     rows = catalog.rows(f"show tables in {target_relation.schema} like {sql_string(pattern)}")
-    return {str(row[1]).lower() for row in rows}
+    # (the listing also holds the session's temporary views, whatever their schema)
+    return {str(row[1]).lower() for row in rows if len(row) < 3 or str(row[2]).lower() != "true"}
 
 
 def drop_sql(relation: Any, kind: str = "table") -> str:
