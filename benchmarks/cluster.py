@@ -67,8 +67,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the benchmarks package, tests.functional.* and tests.kafka_cluster
 
 from benchmarks.cluster_children import CORES, child_main  # noqa: E402
-from benchmarks.harness import (failure_cause, machine, run_child, safe_name, start_broker,  # noqa: E402
-                                stop_broker)
+from benchmarks.harness import (add_work_options, failure_cause, machine, run_child,  # noqa: E402
+                                safe_name, start_broker, stop_broker)
 from benchmarks.projects import MODEL, write_project  # noqa: E402
 from benchmarks.tables import number, rate, store_in, text_table, write_plots  # noqa: E402
 
@@ -223,10 +223,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--client", default="confluent", help="the mirror's Kafka client: confluent or kafka-python")
     parser.add_argument("--only", action="append", metavar="TEXT",
                         help="only the configurations whose name contains this text (repeatable)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--results", help=f"where to write the results (default {RESULTS.name}, "
-                                          f"with --quick {QUICK_RESULTS.name})")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    add_work_options(parser, RESULTS, QUICK_RESULTS)
     args = parser.parse_args(argv)
     if args.child:
         child_main(json.loads(args.child))

@@ -106,6 +106,17 @@ def child_environment(spec: Dict[str, Any]) -> None:
                           "--conf spark.ui.showConsoleProgress=false pyspark-shell")
 
 
+def add_work_options(parser: Any, results: Path, quick_results: Path) -> None:
+    """The options a benchmark whose configurations run as children takes: --keep, --results
+    and the hidden --child (a child's own configuration, as JSON)."""
+    import argparse
+
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--results", help=f"where to write the results (default {results.name}, "
+                                          f"with --quick {quick_results.name})")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+
+
 def print_result(result: Dict[str, Any]) -> None:
     """A child's result, as its parent's run_child reads it."""
     print(RESULT + json.dumps(result), flush=True)

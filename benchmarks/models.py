@@ -48,7 +48,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:  # run by path: the benchmarks package beside this file
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness import git_commit, machine, print_result, run_child  # noqa: E402
+from benchmarks.harness import add_work_options, git_commit, machine, print_result, run_child  # noqa: E402
 from benchmarks.tables import DASH, text_table  # noqa: E402
 
 RESULTS = HERE / "results-models.json"
@@ -309,10 +309,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rebuilds", type=int, default=1, help="rebuilds after the first build")
     parser.add_argument("--methods", default="session,thrift", help="session, thrift or both")
     parser.add_argument("--quick", action="store_true", help="3 models, for development")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--results", help=f"where to write the results (default {RESULTS.name}, "
-                                          f"with --quick {QUICK_RESULTS.name})")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    add_work_options(parser, RESULTS, QUICK_RESULTS)
     args = parser.parse_args(argv)
     if args.child:
         child_main(json.loads(args.child))
