@@ -135,7 +135,6 @@ class LogstoreAdapter(SparkAdapter):
         """The change set, as a tagged change table, checked (commit_protocol.build_changes)."""
         if isinstance(scope_by, str):
             scope_by = [scope_by]
-        self._run_state().changes = changes_relation
         commit_protocol.build_changes(self, log, changes_relation, new_relation, old_relation,
                                       tuple(scope_by or ()), changeset, scope_relation,
                                       unique_check, shape_of)
@@ -248,7 +247,7 @@ class LogstoreAdapter(SparkAdapter):
         if state.lock is not None and state.target is not None and not state.committed:
             try:  # a failed run: what it staged goes now, while it still holds the lock
                 table_commit.drop_what_a_failed_run_staged(self._catalog(), state.target,
-                                                          self.logstore_relation, state.changes)
+                                                          self.logstore_relation)
             except Exception as exc:  # its next run settles it; the run's own error stands
                 logger.debug(f"logstore: left for the next run: {exc}")
         self.logstore_release_lock()
@@ -296,8 +295,7 @@ class LogstoreAdapter(SparkAdapter):
         logger.debug(f"{log.model}: the log as found: cluster {state.cluster_id}, topic "
                      f"{state.topic_id} ({state.start_offsets} to {state.end_offsets}), control topic "
                      f"{state.control_topic_id} ({len(state.control_records)} records), {state.settings}")
-        props = None if relation is None else (
-            self._run_state().properties_found(relation) or self._table_properties(relation))
+        props = None if relation is None else self._run_state().properties_of(relation, self._table_properties)
         self._run_state().found_properties = None if props is None else (str(relation), props)
         table_id = log_snapshots.TableRef(str(target_relation.schema),
                                           str(target_relation.identifier)).writer_id
@@ -331,7 +329,7 @@ class LogstoreAdapter(SparkAdapter):
         """Whether the existing table's log starts now (see commit_protocol.log_is_new)."""
         if relation is None or not relation.is_table:
             return False
-        props = self._run_state().properties_found(relation) or self._table_properties(relation)
+        props = self._run_state().properties_of(relation, self._table_properties)
         return commit_protocol.log_is_new(log, props, topic_partitions)
 
     def logstore_change_sql(
@@ -476,7 +474,7 @@ class LogstoreAdapter(SparkAdapter):
         sources = state.sources if record_sources else None
         props = table_commit.commit_properties(self._catalog(), log, changeset_id, topic_partitions,
                                                carry_from, sources, state.properties_found(carry_from))
-        start = self._run_state().generation
+        start = state.generation
         if start is not None and changeset_id:  # this commit starts a generation
             props.update(start.pending_properties(changeset_id))
         return props

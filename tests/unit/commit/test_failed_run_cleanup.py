@@ -21,6 +21,10 @@ class Catalog:
     def sibling(self, relation, identifier):
         return SimpleNamespace(identifier=identifier) if identifier in self.existing else None
 
+    def rows(self, sql):  # SHOW TABLES ... LIKE '<model>__logstore_*' (leftovers.own_relations)
+        assert sql == "show tables in s like 'orders__logstore_*'", sql
+        return [("s", name, False) for name in self.existing if name.startswith("orders__logstore_")]
+
     def properties(self, relation):
         return self.existing.get(relation.identifier, {})
 
@@ -38,12 +42,10 @@ def _catalog(table_props, with_changes=True):
     return Catalog(existing)
 
 
-CHANGES = relation_of(TARGET, "changes")  # the change table the failed run built
-
-
 def test_staged_relations_go_and_a_change_set_never_committed_goes_too():
     catalog = _catalog({names.COMMITTED: "run-1", names.MIRRORED: "run-1"})
-    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, CHANGES)
+    catalog.existing.update({f"orders{suffix}": {} for suffix in names.STAGED_SUFFIXES.values()})
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of)
     staged = [s for s in catalog.sql if any(x in s for x in names.STAGED_SUFFIXES.values())]
     assert len(staged) == len(names.STAGED_SUFFIXES)
     assert len(catalog.dropped()) == 1  # on_schema_change refused it before the table commit
@@ -51,18 +53,18 @@ def test_staged_relations_go_and_a_change_set_never_committed_goes_too():
 
 def test_a_committed_change_set_stays_for_the_next_run_to_log():
     catalog = _catalog({names.COMMITTED: "run-2", names.MIRRORED: "run-1"})  # the broker was down
-    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, CHANGES)
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of)
     assert catalog.dropped() == []
 
 
-def test_a_change_set_an_earlier_run_left_is_left_to_recovery():
-    # this run failed before it built a change set: the one there is an earlier run's
-    catalog = _catalog({names.COMMITTED: "run-1", names.MIRRORED: "run-1"})
-    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, None)
-    assert catalog.dropped() == []
+def test_only_what_the_listing_finds_is_dropped():
+    catalog = _catalog({names.COMMITTED: "run-1", names.MIRRORED: "run-1"}, with_changes=False)
+    catalog.existing["orders__logstore_held"] = {}
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of)
+    assert len(catalog.sql) == 1 and "orders__logstore_held'" in catalog.sql[0]
 
 
 def test_a_missing_table_is_left_to_recovery():
     catalog = Catalog({})  # a swap that failed between its drop and its rename
-    drop_what_a_failed_run_staged(catalog, TARGET, relation_of, CHANGES)
+    drop_what_a_failed_run_staged(catalog, TARGET, relation_of)
     assert catalog.sql == []

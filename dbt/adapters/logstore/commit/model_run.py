@@ -25,7 +25,6 @@ class ModelRunState:
     generation: Optional[GenerationStart] = None  # the generation this run's commit starts
     target: Any = None  # the model's table, once this run holds its lock
     committed: bool = False  # its commit and log write went through (else a failure cleans up)
-    changes: Any = None  # the change table this run built, for that cleanup to judge
     # the table's properties as `begin` read them for the identity check, for the steps that
     # need them before this run writes any property (is the log new? what a rebuild carries on):
     # under the run's lock only the run itself changes them
@@ -48,6 +47,12 @@ class ModelRunState:
         written none (None: read them)."""
         found = self.found_properties
         return found[1] if found and found[0] == str(relation) else None
+
+    def properties_of(self, relation: Any, read: Callable[[Any], Dict[str, str]]) -> Dict[str, str]:
+        """The properties of `relation`: as `begin` read them, while this run has written none,
+        else `read` (a `show tblproperties`)."""
+        found = self.properties_found(relation)
+        return found if found is not None else read(relation)
 
     def columns_of(self, relation: Any, describe: Callable[[Any], List[Any]]) -> List[Any]:
         """The columns of `relation` (`describe`: dbt's get_columns_in_relation), a table this

@@ -42,21 +42,22 @@ def pending_changeset(catalog: Catalog, changes_relation: Any, target_relation: 
 
 
 def drop_what_a_failed_run_staged(catalog: Catalog, target_relation: Any,
-                                  relation_of: Callable[[Any, str], Any],
-                                  changes: Any = None) -> None:
+                                  relation_of: Callable[[Any, str], Any]) -> None:
     """After a model run that failed with an error (dbt's on_schema_change check, a Spark error
     in its statement, an unreachable broker): what only its next run would drop goes now. Its
-    staged relations always (never committed once the table is in place); the change set it
-    built (`changes`, None if it built none) when its table commit did not happen
-    (`recovery_action`), else it stays for the next run to write to the log. A missing table (a
-    swap that failed midway) is left to recovery, as a kill's. `relation_of(target, kind)`: the
-    model's relation of that kind (a staged one)."""
+    staged relations always (never committed once the table is in place); its change set when
+    its table commit did not happen (`recovery_action`), else it stays for the next run to write
+    to the log. A missing table (a swap that failed midway) is left to recovery, as a kill's.
+    `relation_of(target, kind)`: the model's relation of that kind ('changes', a staged one).
+    What is there comes from one listing (dbt's relation cache never lists the change table)."""
     if catalog.sibling(target_relation, target_relation.identifier) is None:
         return
+    present = leftovers.own_relations(catalog, target_relation)
     for kind in names.STAGED_SUFFIXES:
-        catalog.run(leftovers.drop_sql(relation_of(target_relation, kind)))
-    # the run knows the change table it built (dbt's relation cache does not list it)
-    if changes is not None and pending_changeset(catalog, changes, target_relation) is None:
+        if relation_of(target_relation, kind).identifier.lower() in present:
+            catalog.run(leftovers.drop_sql(relation_of(target_relation, kind)))
+    changes = relation_of(target_relation, "changes")
+    if changes.identifier.lower() in present and pending_changeset(catalog, changes, target_relation) is None:
         catalog.run(leftovers.drop_sql(changes))
 
 

@@ -5,7 +5,7 @@ or `dbt-logstore tail --bootstrap-servers`. A LogConfig says it by `servers_sett
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from dbt.adapters.logstore.config.log_config import LogConfig
 
@@ -56,7 +56,7 @@ def with_servers_setting(log: LogConfig, setting: str) -> LogConfig:
     return _SourcedLogConfig(**{**values, "servers_setting": setting})
 
 
-def profile_log(credentials: Any) -> Any:
+def profile_log(credentials: Any) -> Optional[LogConfig]:
     """The log `dbt debug` checks: the profile's servers and client properties, its errors
     naming the profile's field (None: the profile names no servers)."""
     servers = getattr(credentials, "kafka_bootstrap_servers", None)
