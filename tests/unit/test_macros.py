@@ -373,7 +373,7 @@ class FakeAdapter:
         return None
 
     @recorded
-    def logstore_check_change_set(self, log, changes_relation, marked_duplicates=False):
+    def logstore_check_change_set(self, log, changes_relation, marked_duplicates=False, new_relation=None):
         return None
 
     @recorded
@@ -415,7 +415,7 @@ class FakeAdapter:
     # logstore's: after the commit
     @recorded
     def logstore_mirror(self, log, changes_relation, target_relation, changeset, rows_affected=None,
-                        recovering=False, log_starts=False):
+                        recovering=False, log_starts=False, committed_properties=None):
         return LogstoreAdapterResponse(_message="OK", rows_affected=rows_affected, rows_mirrored=5,
                                        topic=log.topic, log_snapshot=4, log_end_offsets={"0": 12},
                                        log_attempt="attempt-1")
@@ -610,6 +610,10 @@ def test_logged_table_first_build():
     assert (str(mirror.args["changes_relation"]), str(mirror.args["target_relation"]),
             mirror.args["changeset"], mirror.args["rows_affected"]) == (CHANGES, TARGET, INVOCATION, 7)
     assert not mirror.args["recovering"] and not mirror.args["log_starts"]
+    # a plain table's committed properties are the ones its tag wrote: the log write reads none
+    assert mirror.args["committed_properties"] == h.one("adapter.logstore_set_properties",
+                                                        relation=STAGING).args["properties"]
+    assert str(h.one("adapter.logstore_check_change_set").args["new_relation"]) == STAGING
     in_order(h, ("adapter.logstore_check_change_set", {}),
              ("adapter.logstore_crash_point", {"point": "before_table_commit"}),
              ("adapter.logstore_hold_lock", {}),
@@ -664,6 +668,8 @@ def test_a_versioned_table_is_rebuilt_in_one_replace_that_tags_it_and_keeps_its_
     assert staged.startswith(f"create table {STAGING} using parquet"), staged
     in_order(h, ("adapter.logstore_check_change_set", {}), ("adapter.execute", {"sql": replace}),
              ("adapter.drop_relation", {"relation": STAGING}), ("adapter.logstore_mirror", {}))
+    # the format's version is read from the table itself by the log write
+    assert h.one("adapter.logstore_mirror").args["committed_properties"] is None
 
 
 @pytest.mark.parametrize("existing", [{"orders": "table"}, {"orders": "iceberg"}, {"orders": "view"}])
@@ -1091,7 +1097,7 @@ def test_resnapshot_starts_a_generation_and_releases_the_lock():
 
 def test_a_run_that_fails_its_checks_leaves_nothing_it_staged(monkeypatch):
     # "Nothing was changed" holds for the user's schema too: the staged rows and the change set go
-    def refuse(self, log, changes_relation, marked_duplicates=False):
+    def refuse(self, log, changes_relation, marked_duplicates=False, new_relation=None):
         raise DbtRuntimeError("Model 'orders': a record is too large. Nothing was changed.")
 
     monkeypatch.setattr(FakeAdapter, "logstore_check_change_set", refuse)

@@ -152,7 +152,8 @@ class LogstoreAdapter(SparkAdapter):
         in_place = self.logstore_replaces_in_place(file_format, old_relation)
         response = commit_protocol.commit_by_swap(
             self, log, staged_relation, target_relation, old_relation, changes_relation, changeset,
-            partitions, rows_affected, replace_clauses if in_place else None, model_properties)
+            partitions, rows_affected, replace_clauses if in_place else None, model_properties,
+            versioned=(file_format or "").lower() in table_formats.VERSIONED)
         self._run_state().committed = True
         return response
 
@@ -179,8 +180,11 @@ class LogstoreAdapter(SparkAdapter):
     # --- one run at a time per model ----------------------------------------------------
 
     def logstore_own_relations(self, target_relation: Any) -> Set[str]:
-        """The model's own relations that exist, by identifier (leftovers.own_relations)."""
-        return leftovers.own_relations(self._catalog(), target_relation)
+        """The model's own relations that exist, by identifier (leftovers.own_relations): from
+        dbt's relation cache when it holds the schema and this run found the lock free."""
+        where = (target_relation.database, target_relation.schema)
+        cached = None if self._run_state().took_over or where not in self.cache else self.cache.get_relations(*where)
+        return leftovers.own_relations(self._catalog(), target_relation, cached)
 
     def _catalog(self) -> Catalog:
         return Catalog(self.execute, self.get_relation, self.get_columns_in_relation)
@@ -192,7 +196,7 @@ class LogstoreAdapter(SparkAdapter):
         if state.lock == lock and state.owner is not None:
             return lock  # taken as the run started (logstore_continue_log)
         owner = run_lock.LockOwner.this_process(invocation_id, self._lease_seconds())
-        run_lock.take(self._catalog(), log.model, lock, owner)
+        state.took_over = run_lock.take(self._catalog(), log.model, lock, owner)
         state.lock, state.owner, state.target = lock, owner, target_relation
         return lock
 
@@ -200,7 +204,9 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_create(self, relation: Any, sql: str) -> str:
         """Create one of the adapter's own relations (leftovers.create_or_clear)."""
         leftovers.create_or_clear(self._catalog(), relation, sql)
-        self._run_state().created_columns[str(relation)] = None
+        state = self._run_state()
+        state.created_columns[str(relation)] = None
+        state.staged_rows.pop(str(relation), None)
         return ""
 
     @available.parse_none
@@ -233,7 +239,7 @@ class LogstoreAdapter(SparkAdapter):
         lock, state.lock = state.lock, None
         owner, state.owner = state.owner, None
         if lock is not None:
-            run_lock.release(self._catalog(), lock, owner)
+            run_lock.release(self._catalog(), lock, owner, self._lease_seconds())
         return ""
 
     def post_model_hook(self, config: Mapping[str, Any], context: Any) -> None:
@@ -246,8 +252,7 @@ class LogstoreAdapter(SparkAdapter):
         state = self._run_state()
         if state.lock is not None and state.target is not None and not state.committed:
             try:  # a failed run: what it staged goes now, while it still holds the lock
-                table_commit.drop_what_a_failed_run_staged(self._catalog(), state.target,
-                                                          self.logstore_relation)
+                table_commit.drop_what_a_failed_run_staged(self._catalog(), state.target, self.logstore_relation)
             except Exception as exc:  # its next run settles it; the run's own error stands
                 logger.debug(f"logstore: left for the next run: {exc}")
         self.logstore_release_lock()
@@ -375,9 +380,13 @@ class LogstoreAdapter(SparkAdapter):
         )
 
     def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
-                                  marked_duplicates: bool = False) -> None:
-        """Last checks before the table commit (change_checks.check_change_set)."""
-        change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates)
+                                  marked_duplicates: bool = False, new_relation: Any = None) -> None:
+        """Last checks before the table commit (change_checks.check_change_set); rows this
+        run staged are counted by the same query, for logstore_row_count."""
+        staged = str(new_relation) if names.RELATION_MARK in str(getattr(new_relation, "identifier", "")) else None
+        rows = change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates, staged)
+        if rows is not None:  # counted only when staged
+            self._run_state().staged_rows[str(staged)] = rows
 
     def logstore_retract(self, log: LogConfig, changes_relation: Any) -> None:
         """A generation's change set also deletes the keys the table lost (retraction.py)."""
@@ -400,40 +409,33 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_row_count(self, relation: Any) -> int:
-        return self._catalog().row_count(relation)
+        counted = self._run_state().staged_rows.get(str(relation))
+        return counted if counted is not None else self._catalog().row_count(relation)
 
     @available.parse_none
     def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None:
         """A keyed log needs one row per key (change_checks.check_unique)."""
-        change_checks.check_unique(self._catalog(), log, str(relation),
-                                   None if appended_to is None else str(appended_to))
+        change_checks.check_unique(self._catalog(), log, str(relation), appended_to and str(appended_to))
 
     # --- after the table commit -----------------------------------------------------------
 
     def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
                         changeset: str, rows_affected: Optional[int] = None,
-                        recovering: bool = False, log_starts: bool = False) -> mirror.LogstoreAdapterResponse:
+                        recovering: bool = False, log_starts: bool = False,
+                        committed_properties: Optional[Mapping[str, str]] = None
+                        ) -> mirror.LogstoreAdapterResponse:
         """Write the committed change set to the log as the table's next snapshot (or, when
         recovering, adopt the snapshot an earlier attempt already confirmed)."""
         started = time.monotonic()
         snapshot = mirror.mirror_change_set(
             self._model_log(log), self._catalog(), self.connections.get_thread_connection().handle,
-            str(changes_relation), target_relation, changeset, recovering, log_starts)
+            str(changes_relation), target_relation, changeset, recovering, log_starts,
+            committed_properties)
         return mirror.response(log, snapshot, rows_affected, time.monotonic() - started)
 
     def logstore_snapshot_properties(self, response: mirror.LogstoreAdapterResponse, changeset: str) -> Dict[str, str]:
-        """Table properties recording the snapshot a mirror wrote (or adopted), with the log's
-        identity as this run found it (lifecycle/identity.py)."""
-        snapshot = log_snapshots.Snapshot(
-            id=int(response.log_snapshot or 0), attempt=response.log_attempt,
-            table_version=response.log_table_version,
-            end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()},
-            generation=int(response.log_generation or 1),
-            generation_start=None if response.log_generation_start is None else {
-                int(p): int(o) for p, o in response.log_generation_start.items()})
-        state = self._run_state().log_state
-        return {**snapshot.properties(changeset),
-                **(identity.identity_properties(state) if state is not None else {})}
+        """Table properties recording the snapshot a mirror wrote (mirror.snapshot_properties)."""
+        return mirror.snapshot_properties(response, changeset, self._run_state().log_state)
 
     def logstore_pending_changeset(self, changes_relation: Any, target_relation: Any,
                                    log_starts: bool = False) -> Optional[str]:

@@ -480,3 +480,12 @@ def test_a_snapshots_rows_after_its_run_are_what_its_merge_leaves():
     assert added.startswith("select `id`, `dbt_scd_id`, `dbt_valid_from`, `dbt_valid_to`, `tier` from s.h__dbt_tmp s left anti join s.h x")
     assert added.endswith("where s.dbt_change_type = 'insert'")
     assert "`dbt_unique_key`" not in sql and "`dbt_change_type`" not in sql  # staging's own columns
+
+
+def test_the_staged_rows_are_counted_by_the_change_sets_summary_query():
+    # the row count dbt reports comes with the checks' query, not a statement of its own
+    sql = change_set_summary_sql("db.orders__logstore_changes", "db.orders__logstore_new")
+    assert "(select count(*) from db.orders__logstore_new)" in sql
+    assert sql.endswith("from db.orders__logstore_changes")
+    assert change_set_summary((3, 0, 1, "k", 40, 200)).new_rows == 200
+    assert change_set_summary((3, 0, 1, "k", 40)).new_rows is None  # not asked

@@ -97,3 +97,53 @@ def test_lost_message_says_what_happened_and_what_to_do():
     assert "Model 'orders'" in message and "lost its lock" in message and "inv-2" in message
     assert "changes nothing more" in message and "lock_lease_seconds" in message
     assert "since released" in lost_message("orders", "l", None)
+
+
+# --- what an owner reads ---------------------------------------------------------------------
+
+class _Catalog:
+    """Records statements; the lock's properties are `held`'s."""
+
+    def __init__(self, held=None):
+        self.held, self.statements = held, []
+
+    def properties(self, relation):
+        self.statements.append(f"show tblproperties {relation}")
+        if self.held is None:
+            raise RuntimeError("TABLE_OR_VIEW_NOT_FOUND")
+        return self.held.properties()
+
+    def run(self, sql):
+        self.statements.append(sql)
+
+
+def test_within_a_tenth_of_its_lease_an_owner_reads_nothing():
+    # a takeover needs the lease expired or the owner gone: neither can be so yet
+    owner = LockOwner.this_process("inv-1", lease_seconds=600)
+    assert owner.certainly_held(600)
+    catalog = _Catalog(held=owner)
+    assert run_lock.hold(catalog, "orders", "s.orders__logstore_lock", owner, 600) is owner
+    run_lock.release(catalog, "s.orders__logstore_lock", owner, 600)
+    assert catalog.statements == ["drop table if exists s.orders__logstore_lock purge"]
+
+
+def test_later_an_owner_checks_its_token_and_stops_if_the_lock_is_anothers():
+    owner = LockOwner.this_process("inv-1", lease_seconds=6)
+    later = owner.written_at + 0.7  # past a tenth of a 6 s lease
+    assert not owner.certainly_held(6, now=later)
+    paused = replace(owner, written_at=owner.written_at - 1)
+    other = LockOwner.this_process("inv-2", lease_seconds=6)
+    catalog = _Catalog(held=other)
+    try:
+        run_lock.hold(catalog, "orders", "l", paused, 6)
+    except run_lock.LockLost as exc:
+        assert "lost its lock" in str(exc)
+    else:
+        raise AssertionError("a paused owner must stop")
+    run_lock.release(catalog, "l", paused, 6)  # another run's lock now: not dropped
+    assert catalog.statements == ["show tblproperties l", "show tblproperties l"]
+
+
+def test_an_owner_not_written_by_this_process_is_never_certain():
+    read = LockOwner.from_properties(LockOwner.this_process("inv-1").properties())
+    assert not read.certainly_held(600)

@@ -72,3 +72,20 @@ def test_the_models_own_relations_in_one_listing_without_temporary_views():
     target = SimpleNamespace(schema="s", identifier="orders")
     assert own_relations(catalog, target) == {"orders__logstore_new", "orders__logstore_lock"}
     assert catalog.sql == "show tables in s like 'orders__logstore_*'"
+
+
+def test_the_models_own_relations_from_dbts_cache_without_a_statement():
+    # a run that found its lock free reads what dbt listed as the invocation began
+    from types import SimpleNamespace
+
+    from dbt.adapters.logstore.spark.leftovers import own_relations
+
+    class NoStatements:
+        def rows(self, sql):
+            raise AssertionError(f"no statement expected: {sql}")
+
+    cached = [SimpleNamespace(identifier=i) for i in
+              ("orders", "ORDERS__LOGSTORE_MERGED", "orders_daily", "customers__logstore_new")]
+    target = SimpleNamespace(schema="s", identifier="orders")
+    assert own_relations(NoStatements(), target, cached) == {"orders__logstore_merged"}
+    assert own_relations(NoStatements(), target, []) == set()

@@ -15,11 +15,13 @@ from dbt.adapters.logstore.config.log_config import LogConfig
 
 
 def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
-                     marked_duplicates: bool = False) -> None:
+                     marked_duplicates: bool = False, new_relation: Optional[str] = None) -> Optional[int]:
     """No key repeats (when the change set was built with mark_duplicates), every change fits in
     one Kafka record, and the format can write every change (`log.format: json` without upsert
-    mode: only inserts)."""
-    summary = changes.change_set_summary(catalog.rows(changes.change_set_summary_sql(changes_relation))[0])
+    mode: only inserts). Returns the rows of `new_relation` (the rows the change set leads to),
+    counted by the same query, when given."""
+    summary = changes.change_set_summary(
+        catalog.rows(changes.change_set_summary_sql(changes_relation, new_relation))[0])
     if marked_duplicates and log.keyed and summary.duplicates:
         raise not_unique(log, [row[0] for row in catalog.rows(changes.marked_duplicates_sql(changes_relation))])
     limit = int(log.client_properties.get("max.request.size", 1048576))
@@ -33,6 +35,7 @@ def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
     refusal = get_format(log.format).refuse_changes(log.upsert, summary.non_inserts)
     if refusal:
         raise DbtRuntimeError(f"Model '{log.model}': {refusal} Nothing was changed.")
+    return summary.new_rows
 
 
 def check_key_columns(log: LogConfig, columns: Sequence[str]) -> None:

@@ -278,21 +278,25 @@ class ChangeSetSummary:
     non_inserts: int  # updates and deletes
     largest_key: Optional[str]  # the key of the largest change
     largest_size: int  # its bytes: key plus images
+    new_rows: Optional[int] = None  # the rows of the relation the change set leads to, if counted
 
 
-def change_set_summary_sql(changes_relation: str) -> str:
+def change_set_summary_sql(changes_relation: str, new_relation: Optional[str] = None) -> str:
     """One pass over a change set for ChangeSetSummary (one query, not one per check: each is a
-    Spark job and a metastore lookup, a fixed cost of every run)."""
+    Spark job and a metastore lookup, a fixed cost of every run); with `new_relation`, its rows
+    counted in the same query (the row count dbt reports, without a statement of its own)."""
     size = (f"coalesce(octet_length({KEY}), 0) + coalesce(octet_length({BEFORE}), 0) + "
             f"coalesce(octet_length({AFTER}), 0)")
+    counted = f", (select count(*) from {new_relation})" if new_relation else ""
     return (f"select count(*), count_if({OP} = '{OP_DUPLICATE}'), count_if({OP} <> 'c'), "
-            f"max_by({KEY}, {size}), coalesce(max({size}), 0) from {changes_relation}")
+            f"max_by({KEY}, {size}), coalesce(max({size}), 0){counted} from {changes_relation}")
 
 
 def change_set_summary(row: Sequence) -> ChangeSetSummary:
-    rows, duplicates, non_inserts, largest_key, largest_size = row
+    rows, duplicates, non_inserts, largest_key, largest_size = row[:5]
+    new_rows = int(row[5]) if len(row) > 5 and row[5] is not None else None
     return ChangeSetSummary(int(rows), int(duplicates or 0), int(non_inserts or 0),
-                            largest_key, int(largest_size or 0))
+                            largest_key, int(largest_size or 0), new_rows)
 
 
 def marked_duplicates_sql(changes_relation: str, limit: int = 3) -> str:

@@ -4,7 +4,7 @@ or, when a run recovers, the snapshot an earlier attempt already confirmed adopt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import DbtRuntimeError
@@ -13,9 +13,10 @@ from dbt.adapters.logstore.commit import snapshots as log_snapshots, parallel_mi
 from dbt.adapters.logstore.spark import table_formats
 from dbt.adapters.logstore.spark.catalog import Catalog, logger
 from dbt.adapters.logstore.formats import connect_schema
+from dbt.adapters.logstore.log.lifecycle import identity
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.config.log_config import LogConfig
-from dbt.adapters.logstore.log.log_system import LogWriteInterrupted, ModelLog, SqlWriteUnconfirmed
+from dbt.adapters.logstore.log.log_system import LogState, LogWriteInterrupted, ModelLog, SqlWriteUnconfirmed
 from dbt.adapters.logstore.spark.row_source import active_spark, iter_column_batches, run_statement
 
 
@@ -66,14 +67,32 @@ def response(log: LogConfig, snapshot: log_snapshots.Snapshot, rows_affected: Op
     )
 
 
+def snapshot_properties(response: LogstoreAdapterResponse, changeset: str,
+                        log_state: Optional[LogState] = None) -> Dict[str, str]:
+    """Table properties recording the snapshot a mirror wrote (or adopted), with the log's
+    identity as the run found it (`log_state`, lifecycle/identity.py)."""
+    snapshot = log_snapshots.Snapshot(
+        id=int(response.log_snapshot or 0), attempt=response.log_attempt,
+        table_version=response.log_table_version,
+        end_offsets={int(p): int(o) for p, o in (response.log_end_offsets or {}).items()},
+        generation=int(response.log_generation or 1),
+        generation_start=None if response.log_generation_start is None else {
+            int(p): int(o) for p, o in response.log_generation_start.items()})
+    return {**snapshot.properties(changeset),
+            **(identity.identity_properties(log_state) if log_state is not None else {})}
+
+
 def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, changes_relation: str,
                       target_relation: Any, changeset: str, recovering: bool = False,
-                      log_starts: bool = False) -> log_snapshots.Snapshot:
+                      log_starts: bool = False,
+                      committed_properties: Optional[Mapping[str, str]] = None) -> log_snapshots.Snapshot:
     """The snapshot the table's committed change set (`changes_relation`) is in the log as.
     `model_log` is the run's log (the adapter resolved it); `handle` is the model thread's
-    dbt-spark connection handle (the rows' way out of Spark)."""
+    dbt-spark connection handle (the rows' way out of Spark); `committed_properties`: the
+    table's properties as its commit wrote them, when the caller knows they are all it has."""
     log = model_log.config
-    props = catalog.properties(target_relation)
+    props = (dict(committed_properties) if committed_properties is not None
+             else catalog.properties(target_relation))
     table = log_snapshots.TableRef(str(target_relation.schema), str(target_relation.identifier),
                                    log_snapshots.committed_ms(props, changeset))
     previous = log_snapshots.Snapshot.from_properties(props)

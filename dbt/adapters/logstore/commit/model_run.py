@@ -18,6 +18,9 @@ class ModelRunState:
 
     lock: Optional[str] = None
     owner: Optional[run_lock.LockOwner] = None  # this run, as its lock names it
+    # whether this run took its lock over from a run that ended without releasing it: only
+    # then can that run have staged tables this dbt invocation's listing of the schema missed
+    took_over: bool = False
     sources: Optional[str] = None
     landed: List[str] = field(default_factory=list)
     log: Optional[ModelLog] = None  # the model's log and its log system, resolved once
@@ -32,6 +35,9 @@ class ModelRunState:
     # the columns of each table this run created (None: not described yet); nothing changes a
     # table's columns between its creation and its rename or drop, so it is described once
     created_columns: Dict[str, Optional[List[Any]]] = field(default_factory=dict)
+    # the rows of each table this run staged, counted by its change set's check (nothing
+    # changes a staged table between that check and its commit)
+    staged_rows: Dict[str, int] = field(default_factory=dict)
 
     def model_log(self, log: LogConfig) -> ModelLog:
         """The model's log for this run: its log system looked up once (log_system.ModelLog),

@@ -100,12 +100,13 @@ class Steps(Protocol):
     def logstore_create(self, relation: Any, sql: str) -> str: ...
     def logstore_readable_table_options(self) -> str: ...
     def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
-                                  marked_duplicates: bool = False) -> None: ...
+                                  marked_duplicates: bool = False, new_relation: Any = None) -> None: ...
     def logstore_retract(self, log: LogConfig, changes_relation: Any) -> None: ...
     # the log write (mirror.py)
     def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
                         changeset: str, rows_affected: Optional[int] = None,
-                        recovering: bool = False, log_starts: bool = False) -> Any: ...
+                        recovering: bool = False, log_starts: bool = False,
+                        committed_properties: Optional[Mapping[str, str]] = None) -> Any: ...
     def logstore_snapshot_properties(self, response: Any, changeset: str) -> Dict[str, str]: ...
 
 
@@ -214,7 +215,7 @@ def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any
         # a generation's copy of the table also deletes the keys the topic holds and the table
         # lost (retraction.py): a plain reader of the topic ends with the table
         steps.logstore_retract(log, changes)
-        steps.logstore_check_change_set(log, changes, mark_duplicates)
+        steps.logstore_check_change_set(log, changes, mark_duplicates, new)
     except Exception:
         # "Nothing was changed": nor is anything this run staged left in the user's schema
         steps.drop_relation(changes)
@@ -228,13 +229,16 @@ def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any
 def commit_by_swap(steps: Steps, log: LogConfig, staged: Any, target: Any, old: Any, changes: Any,
                    changeset: str, partitions: int, rows_affected: Optional[int],
                    replace_clauses: Optional[str] = None,
-                   model_properties: Optional[Mapping[str, str]] = None) -> Any:
+                   model_properties: Optional[Mapping[str, str]] = None,
+                   versioned: bool = False) -> Any:
     """Step 6 for a rebuilt table, then 7 and 8: the staged rows and the change-set tag commit
     together. With `replace_clauses` (Iceberg, Delta: table_formats.replaces_in_place) one
     `create or replace table` with those clauses (`using`, `partitioned by`, ... as dbt-spark
     renders them) commits both and keeps the table's history; the commit's properties go next
     to the model's own (`model_properties`). Otherwise the tagged staged table takes the
-    model's name."""
+    model's name; then, unless the table is of a `versioned` format (whose version the log
+    write reads from the table), the properties it was tagged with are all the log write needs
+    of the committed table: nothing else writes them under the run's lock."""
     properties = steps.logstore_properties(log, changeset, partitions, old)
     if replace_clauses is not None:
         steps.execute(f"create or replace table {target} {replace_clauses} tblproperties "
@@ -247,6 +251,9 @@ def commit_by_swap(steps: Steps, log: LogConfig, staged: Any, target: Any, old: 
             steps.drop_relation(old)
             steps.logstore_crash_point("mid_swap")
         steps.rename_relation(staged, target)
+        if not versioned:
+            return finish(steps, log, target, changes, changeset, rows_affected,
+                          committed_properties=properties)
     return finish(steps, log, target, changes, changeset, rows_affected)
 
 
@@ -268,13 +275,16 @@ def commit_by_statement(steps: Steps, log: LogConfig, target: Any, staged: Any, 
 
 def finish(steps: Steps, log: LogConfig, target: Any, changes: Any, changeset: str,
            rows_affected: Optional[int] = None, recovering: bool = False,
-           log_starts: bool = False) -> Any:
+           log_starts: bool = False, committed_properties: Optional[Mapping[str, str]] = None) -> Any:
     """Steps 7 and 8, after the table commit: the change set written to the log as the next
     snapshot (when `recovering`, a snapshot an earlier attempt confirmed is adopted), recorded
-    with the table, and the change table dropped. Returns the run's response."""
+    with the table, and the change table dropped. Returns the run's response.
+    `committed_properties`: the table's properties as the commit wrote them, when they are all
+    it has (else the log write reads them)."""
     steps.logstore_crash_point("after_table_commit")
     steps.logstore_hold_lock(log)  # a run that lost its lock writes no log (Kafka fences it too)
-    response = steps.logstore_mirror(log, changes, target, changeset, rows_affected, recovering, log_starts)
+    response = steps.logstore_mirror(log, changes, target, changeset, rows_affected, recovering,
+                                     log_starts, committed_properties)
     # nor records a write: the run that took the model over may have logged newer snapshots
     steps.logstore_hold_lock(log)
     steps.logstore_set_properties(target, steps.logstore_snapshot_properties(response, changeset))

@@ -7,12 +7,15 @@ the same name fails), so the run that creates the lock table owns the model unti
 (dbt's post-model hook drops it whether the run succeeded or failed).
 
 The lock is a lease: it names its owner (dbt invocation, host, pid, the process's start time),
-a random token, and when it expires. The owner renews it at the steps of the commit protocol
-(`renewed`), and before each step that changes the table or the log it checks that the lock
-still carries its token (`hold`): an owner that was paused (SIGSTOP, a frozen VM) or slow
-past its lease and lost the lock to another run stops there, changing nothing more; on the log
-side Kafka fences its transactional id as well. Another run takes a lock over when its owner
+a random token, and when it expires. Another run takes a lock over only when its owner
 certainly no longer runs (same host, pid gone) or its lease has expired, whatever the host.
+So while the owner runs, and less than a tenth of its lease has passed since it took or renewed
+the lock, nobody can have taken it: the owner reads nothing then. Later, before each step that
+changes the table or the log, it checks that the lock still carries its token and renews it
+(`hold`): an owner that was paused (SIGSTOP, a frozen VM) or slow past its lease and lost the
+lock to another run stops there, changing nothing more; on the log side Kafka fences its
+transactional id as well. (A small model's run ends within that tenth: its lock costs the
+statement that takes it and the one that drops it.)
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
@@ -66,13 +69,18 @@ class LockOwner:
     since: str
     token: str = ""
     expires_ms: int = 0  # 0: a lock of a version without leases (never expires by time)
+    # time.monotonic() just before this process last wrote the lease (took or renewed it); 0:
+    # not this process's writing. A clock of this process, so a change of the wall clock
+    # cannot stretch the window in which the owner reads nothing.
+    written_at: float = field(default=0.0, compare=False)
 
     @classmethod
     def this_process(cls, invocation: str, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "LockOwner":
         return cls(invocation=invocation, host=socket.gethostname(), pid=os.getpid(),
                    process_started=_process_start(os.getpid()),
                    since=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   token=uuid.uuid4().hex, expires_ms=_expiry(lease_seconds))
+                   token=uuid.uuid4().hex, expires_ms=_expiry(lease_seconds),
+                   written_at=time.monotonic())
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "LockOwner":
@@ -87,7 +95,17 @@ class LockOwner:
                 LOCK_TOKEN: self.token, LOCK_EXPIRES: str(self.expires_ms)}
 
     def renewed(self, lease_seconds: float) -> "LockOwner":
-        return replace(self, expires_ms=_expiry(lease_seconds))
+        return replace(self, expires_ms=_expiry(lease_seconds), written_at=time.monotonic())
+
+    def certainly_held(self, lease_seconds: float, now: Optional[float] = None) -> bool:
+        """Whether this process wrote its lease less than a tenth of `lease_seconds` ago (by its
+        own clock) and the lease is not due for renewal: then no other run can have taken the
+        lock over (a takeover needs the lease expired or this process gone), and nothing needs
+        reading. A clock difference between hosts of up to nine tenths of the lease is safe."""
+        if not self.written_at:
+            return False
+        elapsed = (time.monotonic() if now is None else now) - self.written_at
+        return 0 <= elapsed < lease_seconds / 10 and not self.due_for_renewal(lease_seconds)
 
     def due_for_renewal(self, lease_seconds: float, now_ms: Optional[int] = None) -> bool:
         """Whether a tenth of a `lease_seconds` lease has passed since it was last renewed:
@@ -159,16 +177,19 @@ def owner_of(catalog: Catalog, lock: str) -> Optional[LockOwner]:
     return LockOwner.from_properties(props)
 
 
-def take(catalog: Catalog, model: str, lock: str, owner: LockOwner) -> None:
+def take(catalog: Catalog, model: str, lock: str, owner: LockOwner) -> bool:
     """Take the model's run lock for `owner` or fail, naming the run that holds it. A lock whose
-    owner is certainly gone (LockOwner.is_gone) is taken over."""
+    owner is certainly gone (LockOwner.is_gone) is taken over. Returns whether a lock was found
+    (and taken over): only then may a run of this model have begun after this dbt invocation
+    listed its schema, so only then does what it left need a listing of its own."""
     props = ", ".join(f"'{k}' = '{v}'" for k, v in owner.properties().items())
     error: Optional[Exception] = None
+    taken_over = False
     for _ in range(3):
         try:
             leftovers.create_or_clear(catalog, lock, f"create table {lock} (held_by string) using parquet "
                                                      f"tblproperties ({props})")
-            return
+            return taken_over
         except Exception as exc:
             held = owner_of(catalog, lock)
             if held is None:  # not a lock conflict (or the lock was just released): retry
@@ -179,13 +200,17 @@ def take(catalog: Catalog, model: str, lock: str, owner: LockOwner) -> None:
             why = "whose lease expired" if held.expired() else "which ended without releasing it"
             logger.info(f"{model}: taking over the lock of {held.describe()}, {why}")
             catalog.run(leftovers.drop_sql(lock))
+            taken_over = True
     raise DbtRuntimeError(f"Model '{model}': could not create its run lock {lock}: {error}")
 
 
 def hold(catalog: Catalog, model: str, lock: str, owner: LockOwner, lease_seconds: float) -> LockOwner:
     """Before a step that changes the table or the log: the lock must still carry `owner`'s
     token (a run paused past its lease has lost it, and stops here: LockLost); then its lease
-    is renewed when due. Returns the owner as the lock now names it."""
+    is renewed when due. Returns the owner as the lock now names it. Nothing is read while the
+    lock is certainly still `owner`'s (LockOwner.certainly_held)."""
+    if owner.certainly_held(lease_seconds):
+        return owner
     held = owner_of(catalog, lock)
     if held is None or held.token != owner.token:
         raise LockLost(lost_message(model, lock, held))
@@ -200,11 +225,14 @@ class LockLost(DbtRuntimeError):
     """This run's lock is another run's now (or gone): the run stops."""
 
 
-def release(catalog: Catalog, lock: str, owner: Optional[LockOwner]) -> None:
-    """Drop `lock` unless another run has taken it over meanwhile."""
-    held = owner_of(catalog, lock)
-    if held is not None and owner is not None and held.token and held.token != owner.token:
-        return  # another run's lock now
+def release(catalog: Catalog, lock: str, owner: Optional[LockOwner],
+            lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+    """Drop `lock` unless another run has taken it over meanwhile (which needs no reading while
+    the lock is certainly still `owner`'s)."""
+    if owner is None or not owner.certainly_held(lease_seconds):
+        held = owner_of(catalog, lock)
+        if held is not None and owner is not None and held.token and held.token != owner.token:
+            return  # another run's lock now
     try:
         catalog.run(leftovers.drop_sql(lock))
     except Exception as exc:  # the run's own error (if any) matters more

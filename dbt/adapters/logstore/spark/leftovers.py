@@ -75,11 +75,21 @@ def removal_sql(gc_relation: str, location: str) -> List[str]:
     ]
 
 
-def own_relations(catalog: Catalog, target_relation: Any) -> Set[str]:
+def own_relations(catalog: Catalog, target_relation: Any, cached: Optional[List[Any]] = None) -> Set[str]:
     """The identifiers (lower case) of the model's own relations (names.RELATION_MARK) in its
-    schema, from one listing: a run asks once instead of dropping each name it might have left."""
-    pattern = f"{target_relation.identifier}{RELATION_MARK}*".replace("`", "")
-    rows = catalog.rows(f"show tables in {target_relation.schema} like {sql_string(pattern)}")
+    schema, from one listing: a run asks once instead of dropping each name it might have left.
+
+    `cached`: dbt's relations of the schema as this dbt invocation listed them when it began,
+    given when the run found its lock free; then nothing is listed now. A run of the model
+    that began after that listing held the lock, so it ended before this one took it, and
+    dropped what it staged (one whose drop failed as well leaves a table whose name this run's
+    CREATE then refuses, loudly, for the next invocation to clear). A lock taken over from a
+    run that never ended is the case the listing is for."""
+    prefix = f"{target_relation.identifier}{RELATION_MARK}".replace("`", "")
+    if cached is not None:
+        return {str(r.identifier).lower() for r in cached
+                if str(r.identifier).lower().startswith(prefix.lower())}
+    rows = catalog.rows(f"show tables in {target_relation.schema} like {sql_string(prefix + '*')}")
     # (the listing also holds the session's temporary views, whatever their schema)
     return {str(row[1]).lower() for row in rows if len(row) < 3 or str(row[2]).lower() != "true"}
 
