@@ -1,4 +1,5 @@
 """Connection manager: dbt-spark's, with safe defaults for the local session method, the
+Spark Connect method (`method: connect`, spark/connect.py), the
 Spark engine's own output kept off dbt's console (engine_output.py), every profile field
 checked when a connection opens (profile_checks.py), and a failed statement reported by
 Spark's one-line cause (its Java stack trace only in dbt's debug log)."""
@@ -12,8 +13,10 @@ from typing import Any, Dict, Iterator, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod
+from dbt.adapters.contracts.connection import ConnectionState
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.logstore.credentials import LogstoreConnectionMethod
 from dbt.adapters.logstore.spark import engine_output
 from dbt.adapters.logstore.config.profile_checks import check_profile
 
@@ -89,10 +92,24 @@ class LogstoreConnectionManager(SparkConnectionManager):
         before Spark or Kafka is reached); the session method's JVM started with its output in
         the engine log."""
         check_profile(connection.credentials, *self.profile_name)
+        if connection.credentials.method == LogstoreConnectionMethod.CONNECT:
+            return self._open_connect(connection)
         connection = super().open(connection)
         creds = connection.credentials
         if creds.method == SparkConnectionMethod.SESSION and self.engine_log is not None:
             engine_output.start_session_quietly(dict(creds.server_side_parameters), self.engine_log)
+        return connection
+
+    @staticmethod
+    def _open_connect(connection: Any) -> Any:
+        """A Spark Connect session (spark/connect.py) in dbt-spark's session wrapper: no JVM
+        here, so no local settings and no engine log."""
+        from dbt.adapters.logstore.spark.connect import open_handle
+
+        if connection.state == ConnectionState.OPEN:
+            return connection
+        connection.handle = open_handle(connection.credentials)
+        connection.state = ConnectionState.OPEN
         return connection
 
     @contextmanager

@@ -6,9 +6,20 @@ the fields' defaults (config/reference.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from dbt.adapters.spark.connections import SparkCredentials
+from dbt_common.dataclass_schema import StrEnum
+
+
+class LogstoreConnectionMethod(StrEnum):
+    """dbt-spark's methods, and Spark Connect's (spark/connect.py). Its members equal
+    dbt-spark's SparkConnectionMethod members of the same name (both are strings)."""
+    THRIFT = "thrift"
+    HTTP = "http"
+    ODBC = "odbc"
+    SESSION = "session"
+    CONNECT = "connect"
 
 
 # Markdown; links are relative to the documentation's pages.
@@ -37,7 +48,11 @@ FIELD_DESCRIPTIONS: Dict[str, str] = {
     "lock_lease_seconds": (
         "How long a model's run lock lasts without renewal. An expired lock is taken over by the "
         "next run (see [One run at a time](operations.md#one-run-at-a-time-locks-and-leases))."),
-    "host": "dbt-spark requires a host. A local session has no use for one, so it defaults.",
+    "host": ("dbt-spark requires a host. A local session has no use for one, so it defaults. "
+             "`method: connect`: the Spark Connect server's URL, `sc://host:port` (port 15002 "
+             "when left out), with Connect's `;token=...;use_ssl=true` parameters when the "
+             "server needs them (or the `token` and `use_ssl` fields); the token is never "
+             "printed."),
 }
 # The defaults that are not a constant of the field, as the reference shows them (Markdown).
 FIELD_DEFAULTS_SHOWN: Dict[str, str] = {
@@ -46,8 +61,23 @@ FIELD_DEFAULTS_SHOWN: Dict[str, str] = {
 }
 
 
+def masked_host(host: str) -> str:
+    """A Spark Connect URL (`sc://host:port/;name=value;...`) with its token parameter's value
+    masked, for dbt debug and every message (spark/connect.py)."""
+    head, sep, params = host.partition(";")
+    if not sep:
+        return host
+    shown = []
+    for part in params.split(";"):
+        name, eq, _ = part.partition("=")
+        shown.append(f"{name}=***" if eq and name.strip().lower() == "token" else part)
+    return head + sep + ";".join(shown)
+
+
 @dataclass
 class LogstoreCredentials(SparkCredentials):
+    # dbt-spark's methods and `connect` (Spark Connect: spark/connect.py)
+    method: LogstoreConnectionMethod = None  # type: ignore
     # What each field means: FIELD_DESCRIPTIONS above.
     kafka_bootstrap_servers: Optional[str] = None
     # May hold secrets: never listed by `dbt debug`, never stored with a table.
@@ -69,6 +99,11 @@ class LogstoreCredentials(SparkCredentials):
     @property
     def type(self) -> str:
         return "logstore"
+
+    def connection_info(self, *, with_aliases: bool = False) -> Iterable[Tuple[str, Any]]:
+        """What `dbt debug` lists, a Spark Connect URL's token masked."""
+        for key, value in super().connection_info(with_aliases=with_aliases):
+            yield key, masked_host(value) if key == "host" and isinstance(value, str) else value
 
     def _connection_keys(self) -> Tuple[str, ...]:
         return super()._connection_keys() + ("method", "kafka_bootstrap_servers", "session_dir")

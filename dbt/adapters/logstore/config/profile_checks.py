@@ -58,11 +58,29 @@ def check_profile(creds: Any, profile: Optional[str] = None, target: Optional[st
         shown = f"{lease:g}" if isinstance(lease, (int, float)) else repr(lease)
         raise ProfileFieldError(f"Field lock_lease_seconds of the {where}: {shown} is not a "
                                 f"number of seconds above 0: give e.g. 600.")
+    if str(getattr(creds, "method", "")) == "connect":
+        _check_connect(creds, where)
     output = getattr(creds, "engine_output", "file")
     if output not in ENGINE_OUTPUTS:
         raise refuse("engine_output", output,
                      f"is not one of {', '.join(ENGINE_OUTPUTS)}: give file (Spark's output in "
                      f"logs/dbt-logstore-engine.log) or console")
+
+
+def _check_connect(creds: Any, where: str) -> None:
+    """`method: connect`: the host is a Spark Connect URL (with the token and use_ssl
+    fields), and Spark Connect's Python client is installed."""
+    from dbt.adapters.logstore.spark.connect import connect_target, missing_client
+
+    try:
+        connect_target(getattr(creds, "host", None), getattr(creds, "token", None),
+                       bool(getattr(creds, "use_ssl", False)))
+    except ValueError as exc:
+        raise ProfileFieldError(f"Field host of the {where}: {exc}.") from None
+    missing = missing_client()
+    if missing is not None:
+        raise ProfileFieldError(f"Field method of the {where}: 'connect' needs Spark Connect's "
+                                f"Python client: pip install 'dbt-logstore[connect]' ({missing}).")
 
 
 class ProfileReadError(ProfileFieldError):

@@ -6,6 +6,8 @@ is its own query and job, whose Arrow batches Spark's JVM sends straight to the 
 The next files (FILES_AHEAD) are computed while the driver sends the current one: the driver's
 JVM and Python hold at most three files' results.
 Thrift method: the cursor is read in batches with `fetchmany` (PyHive's rows; no Arrow there).
+Connect method (spark/connect.py): as the session method, on its Spark Connect session, whose
+server sends the Arrow batches over gRPC.
 
 The tables the mirror reads are written in files of at most ROWS_PER_FILE rows (`table_options`),
 so a file's result is small whatever the table's size. (`toLocalIterator` over the whole table,
@@ -43,14 +45,23 @@ Columns = List[list]  # one batch of a result: a list of values per column, all 
 
 
 def active_spark(handle: Any) -> Optional[Any]:
-    """The SparkSession behind a dbt-spark session connection, or None for other methods."""
+    """The SparkSession behind a dbt-spark session connection (the connect method's: its Spark
+    Connect session, spark/connect.py), or None for other methods."""
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     if not isinstance(handle, SessionConnectionWrapper):
         return None
+    remote = getattr(handle.handle, "spark", None)
+    if remote is not None:
+        return remote
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+def _remote(spark: Any) -> bool:
+    """A Spark Connect session (pyspark.sql.connect), not one with a JVM in this process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def table_options() -> str:
@@ -136,6 +147,10 @@ def iter_query_rows(handle: Any, sql: str, batch_size: int = BATCH_SIZE) -> Iter
     if spark is not None:
         with _planned_one_partition_per_file(spark):
             rows = spark.sql(sql).toLocalIterator(prefetchPartitions=False)  # (no prefetch: above)
+            # Spark Connect's iterator sends the query when first asked: the first row is
+            # asked for here, so that the query is planned with the settings above
+            first = list(itertools.islice(rows, 1)) if _remote(spark) else []
+        yield from first
         yield from rows
         return
     for rows in _fetch_batches(handle, sql, batch_size):
