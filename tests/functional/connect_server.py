@@ -1,0 +1,185 @@
+"""A real Spark Connect server for the connect-method tests, started from the pyspark wheel.
+
+The wheel ships Spark Connect's server jar (jars/spark-connect_2.13-*.jar) but not
+`sbin/start-connect-server.sh`, so the server is started with `spark-submit --class
+...SparkConnectServer`, as thrift_server.py starts the Thrift Server. It runs in its own
+temporary directory (cwd, warehouse, Derby metastore, derby.log) with the Hive catalog, on a
+free port on loopback, and its Python workers (the parallel mirror's tasks, a downstream
+model's reads of Kafka) run this venv's interpreter, which has the package.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import pytest
+
+from tests.functional.thrift_server import _free_port, _port_open, _stop
+from tests.spark_jvm import SPARK_DEFAULTS
+
+STARTUP_TIMEOUT = 180.0
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+@dataclass
+class ConnectServer:
+    port: int
+    work_dir: Path
+    process: subprocess.Popen
+    host: str = "127.0.0.1"
+    _session: Any = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"sc://{self.host}:{self.port}"
+
+    @property
+    def session(self) -> Any:
+        """The tests' own Spark Connect session on the server (not the one dbt's runs use)."""
+        if self._session is None or self._session.is_stopped:
+            from pyspark.sql.connect.session import SparkSession
+
+            self._session = SparkSession.builder.remote(self.url).create()
+        return self._session
+
+    def query(self, sql: str) -> List[tuple]:
+        return [tuple(row) for row in self.session.sql(sql).collect()]
+
+    def column_types(self, relation: str) -> Dict[str, str]:
+        """column -> Spark type name, from the table's schema."""
+        return {f.name: f.dataType.simpleString() for f in self.session.table(relation).schema.fields}
+
+    def table(self, relation: str) -> Tuple[Dict[str, str], List[Dict[str, Any]]]:
+        """The table's column types and its rows (as dicts), as the table is now: this
+        session outlives the dbt runs that replace the table's files, so its cached listing
+        of them is refreshed first."""
+        self.session.sql(f"refresh table {relation}")
+        frame = self.session.table(relation)
+        types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+        return types, [row.asDict(recursive=True) for row in frame.collect()]
+
+    def table_properties(self, relation: str) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in self.query(f"show tblproperties {relation}")}
+
+    def log_tail(self, lines: int = 40) -> str:
+        path = self.work_dir / "connectserver.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def close_session(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
+
+
+def _command(spark_home: str, port: int, work_dir: Path, master: str = "local[2]",
+             extra_conf: Optional[Dict[str, str]] = None, jars: Sequence[Path] = ()) -> List[str]:
+    conf = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(work_dir / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={work_dir / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}",
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        # the server's Python workers: this venv's interpreter, which imports the package
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        **(extra_conf or {}),
+    }
+    cmd = [os.path.join(spark_home, "bin", "spark-submit"),
+           "--class", SERVER_CLASS,
+           "--master", master,
+           "--properties-file", str(SPARK_DEFAULTS)]  # the tests' Spark defaults (tests/spark_jvm.py)
+    if jars:  # on the server's class path (catalogs, data sources) and shipped to executors
+        cmd += ["--driver-class-path", os.pathsep.join(map(str, jars)),
+                "--jars", ",".join(map(str, jars))]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    return cmd + ["spark-internal"]
+
+
+def _select_one(url: str) -> bool:
+    """Whether the server answers a query (a throwaway session, released after)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession
+
+    try:
+        session = SparkSession.builder.remote(url).create()
+    except Exception:
+        return False
+    try:
+        session._client.set_retry_policies([DefaultPolicy(max_retries=0)])
+        return session.sql("select 1").collect()[0][0] == 1
+    except Exception:
+        return False
+    finally:
+        try:
+            session.stop()
+        except Exception:
+            pass
+
+
+def start_connect_server(work_dir: Path, master: str = "local[2]",
+                         extra_conf: Optional[Dict[str, str]] = None,
+                         jars: Sequence[Path] = ()) -> ConnectServer:
+    """A Spark Connect server in `work_dir`: Spark in local mode (or an application of the
+    cluster at `master`), with `extra_conf` on top of the tests' own, `jars` on its class path."""
+    import pyspark
+
+    spark_home = os.path.dirname(pyspark.__file__)
+    port = _free_port()
+    env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    log = open(work_dir / "connectserver.log", "wb")
+    process = subprocess.Popen(_command(spark_home, port, work_dir, master, extra_conf, jars),
+                               cwd=work_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    server = ConnectServer(port=port, work_dir=work_dir, process=process)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"Spark Connect server exited with {process.returncode}:\n"
+                                   f"{server.log_tail()}")
+            if _port_open(port) and _select_one(server.url):
+                return server
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Spark Connect server not ready on port {port} after "
+                                   f"{STARTUP_TIMEOUT:.0f}s:\n{server.log_tail()}")
+            time.sleep(0.5)
+    except BaseException:
+        _stop(process)
+        raise
+
+
+def stop_connect_server(server: ConnectServer) -> None:
+    try:
+        server.close_session()
+    except Exception:
+        pass
+    _stop(server.process)
+
+
+@pytest.fixture(scope="module")
+def spark_connect_server() -> Iterator[ConnectServer]:
+    with tempfile.TemporaryDirectory(prefix="logstore-connect-") as work_dir:
+        server = start_connect_server(Path(work_dir))
+        try:
+            yield server
+        finally:
+            stop_connect_server(server)
