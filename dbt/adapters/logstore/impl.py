@@ -462,11 +462,11 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
                                    replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]:
         """The intent of an incremental commit (table_commit.intent_properties)."""
-        if isinstance(replaced_by, str):
-            replaced_by = [replaced_by]
+        replaced_by = [replaced_by] if isinstance(replaced_by, str) else replaced_by
+        state = self._run_state()
         return table_commit.intent_properties(self._catalog(), new_relation, old_relation, new_rows,
-                                              tuple(replaced_by or ()), replaces_rows,
-                                              self._run_state().sources)
+                                              tuple(replaced_by or ()), replaces_rows, state.sources,
+                                              state.properties_found(old_relation))
 
     def logstore_properties(self, log: LogConfig, changeset_id: Optional[str] = None,
                             topic_partitions: Optional[int] = None,

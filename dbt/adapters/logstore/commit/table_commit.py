@@ -72,12 +72,14 @@ def failed_step(table_props: Dict[str, str], changeset: Optional[str]) -> str:
 
 def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, new_rows: int,
                       replaced_by: Sequence[str] = (), replaces_rows: bool = True,
-                      sources: Optional[str] = None) -> Dict[str, str]:
+                      sources: Optional[str] = None,
+                      old_properties: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """The intent of an incremental commit: the table's row count before and after, so recovery
     can tell whether a commit that died untagged happened. `replaced_by` names the columns whose
     values the new rows replace (partitions of an overwrite, keys of a merge); without them an
     overwrite replaces every row and an append (`replaces_rows` false) none. `sources`: the
-    upstream positions the commit records, if it reads upstream changes."""
+    upstream positions the commit records, if it reads upstream changes; `old_properties`: the
+    table's properties, when the run already read them (its format and version)."""
     before = catalog.row_count(old_relation)
     if not replaces_rows:
         replaced = 0
@@ -90,7 +92,7 @@ def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, ne
         replaced = before
     intent = {names.INTENT_ROWS_BEFORE: str(before),
               names.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
-    state = table_formats.table_state(catalog, old_relation)
+    state = table_formats.table_state(catalog, old_relation, old_properties)
     if state is not None:
         intent[names.INTENT_TABLE_STATE] = state
     if sources:

@@ -78,12 +78,13 @@ def committed_version(catalog: Catalog, relation: Any,
     return None
 
 
-def table_state(catalog: Catalog, relation: Any) -> Optional[str]:
+def table_state(catalog: Catalog, relation: Any, props: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """What a commit changes, to tell afterwards whether it took effect: an Iceberg or Delta
     table's data version (`version:<v>`), else a fingerprint of the data files the table reads
     (`files:<sha-256 of their paths>`; every insert or overwrite writes new files). None when
-    neither can be read (a table Spark does not read through files)."""
-    version = committed_version(catalog, relation)
+    neither can be read (a table Spark does not read through files). `props`: the table's
+    properties, if already read."""
+    version = committed_version(catalog, relation, props)
     if version is not None:
         return _VERSION_STATE + version
     try:

@@ -46,7 +46,6 @@
     {%- set plain = adapter.logstore_replaces_in_place(file_format, existing_relation) -%}
     {%- do logstore_stage(staging, compiled_code, plain) -%}
     {%- do process_schema_changes(on_schema_change, staging, existing_relation) -%}
-    {%- set rows_affected = adapter.logstore_row_count(staging) -%}
     {%- if strategy == 'append' -%}
       {%- do adapter.logstore_check_unique(log_config, staging, existing_relation) -%}
       {#-- the rows as the insert takes them: the table's columns (on_schema_change) --#}
@@ -66,6 +65,8 @@
     {%- if strategy == 'merge' -%}
       {%- do logstore_build_changes(log_config, changes, upserts, existing_relation, log_config.unique_key, scope_relation=staging) -%}
     {%- endif -%}
+    {#-- counted by the change set's checks, when they had the staged rows (logstore_row_count) --#}
+    {%- set rows_affected = adapter.logstore_row_count(staging) -%}
 
     {%- if strategy == 'merge' and (not has_merge or op_aware) -%}
       {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in --#}
