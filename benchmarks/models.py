@@ -1,7 +1,7 @@
 """Small-models benchmark: what a log costs an ordinary small dbt model, beside plain dbt-spark.
 
     python benchmarks/models.py [--models 12] [--rows 200] [--rebuilds 1] [--quick]
-                                [--methods session,thrift] [--keep] [--results FILE]
+                                [--methods session,thrift,connect] [--keep] [--results FILE]
 
 `make bench-models` runs it with the defaults. It writes a throw-away dbt project (`bench`) with
 --models keyed table models (`m01`, `m02`, ..., unique_key id, 200 rows each), one keyed
@@ -11,7 +11,9 @@ project runs with two profiles: plain dbt-spark (`type: spark`, where the log's 
 nothing) and dbt-logstore (`type: logstore`), into schemas of their own, on the embedded broker
 (`dbt-logstore broker start`, stopped by its pid at the end). For each method (session: one
 Spark session in a process of its own that both profiles share; thrift: a Spark Thrift Server,
-tests/functional/thrift_server.py, that both profiles connect to), interleaved so that the
+tests/functional/thrift_server.py, that both profiles connect to; connect: a Spark Connect
+server, tests/functional/connect_server.py, that dbt-logstore's `method: connect` and plain
+dbt-spark's session method with SPARK_REMOTE both reach), interleaved so that the
 machine's load hits both alike (plain then logged, then logged then plain, ...):
 
 - a warm-up model built and rebuilt by both (not measured: the session's start, first queries);
@@ -94,11 +96,16 @@ def profile(method: str, session_dir: str, servers: str, port: Optional[int]) ->
     of its own; the session targets share one Spark session (its warehouse and metastore)."""
     lines = ["bench:", "  target: logged", "  outputs:"]
     for variant in VARIANTS:
+        # dbt-spark has no Connect method: its session method goes to the server named by
+        # SPARK_REMOTE (set in the child); dbt-logstore's own method names it in the profile
+        shown = "session" if method == "connect" and variant == "plain" else method
         lines += [f"    {variant}:", f"      type: {'spark' if variant == 'plain' else 'logstore'}",
-                  f"      method: {method}", f"      schema: bench_{variant}", "      threads: 1"]
+                  f"      method: {shown}", f"      schema: bench_{variant}", "      threads: 1"]
         if method == "thrift":
             lines += ["      host: 127.0.0.1", f"      port: {port}", "      connect_retries: 5",
                       "      connect_timeout: 10"]
+        elif method == "connect":
+            lines += ["      host: localhost" if variant == "plain" else f"      host: sc://127.0.0.1:{port}"]
         else:  # dbt-spark asks a host of every method
             from dbt.adapters.logstore.connections import session_defaults
 
@@ -253,6 +260,8 @@ def child_main(spec: Dict[str, Any]) -> None:
     if spec["method"] == "session":
         os.environ["PYSPARK_SUBMIT_ARGS"] = (f"--driver-class-path {spec['class_path']} "
                                              "--conf spark.ui.showConsoleProgress=false pyspark-shell")
+    if spec["method"] == "connect":  # plain dbt-spark's session method, through Connect
+        os.environ["SPARK_REMOTE"] = spec["remote"]
     for variant in VARIANTS:  # the session's start and first queries, a first build and a rebuild
         for v in (1, 2):
             dbt_run(spec, variant, v, WARMUP, f"warmup{v}")
@@ -307,7 +316,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--models", type=int, default=12, help="keyed table models")
     parser.add_argument("--rows", type=int, default=200, help="rows a model")
     parser.add_argument("--rebuilds", type=int, default=1, help="rebuilds after the first build")
-    parser.add_argument("--methods", default="session,thrift", help="session, thrift or both")
+    parser.add_argument("--methods", default="session,thrift,connect",
+                        help="any of session, thrift, connect (comma-separated)")
     parser.add_argument("--quick", action="store_true", help="3 models, for development")
     add_work_options(parser, RESULTS, QUICK_RESULTS)
     args = parser.parse_args(argv)
@@ -344,11 +354,19 @@ def main(argv: Optional[List[str]] = None) -> int:
                 server = start_thrift_server(work / "thrift", extra_conf=SPARK, jars=jars)
                 port = server.port
                 print(f"Thrift Server on port {port}", flush=True)
+            elif method == "connect":
+                from tests.functional.connect_server import start_connect_server
+
+                (work / "connect").mkdir()
+                server = start_connect_server(work / "connect", extra_conf=SPARK, jars=jars)
+                port = server.port
+                print(f"Spark Connect server on port {port}", flush=True)
             profiles = work / f"profiles-{method}"
             profiles.mkdir()
             (profiles / "profiles.yml").write_text(profile(method, str(work / "spark-session"), servers, port))
             spec = {"method": method, "work": str(work), "project": str(project), "profiles": str(profiles),
-                    "rebuilds": args.rebuilds, "class_path": os.pathsep.join(map(str, jars))}
+                    "rebuilds": args.rebuilds, "class_path": os.pathsep.join(map(str, jars)),
+                    "remote": f"sc://127.0.0.1:{port}"}
             started = time.monotonic()
             try:
                 result = run_child(__file__, spec, work / f"{method}.log", f"method {method}", cwd=str(work))
