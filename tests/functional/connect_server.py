@@ -5,7 +5,9 @@ The wheel ships Spark Connect's server jar (jars/spark-connect_2.13-*.jar) but n
 ...SparkConnectServer`, as thrift_server.py starts the Thrift Server. It runs in its own
 temporary directory (cwd, warehouse, Derby metastore, derby.log) with the Hive catalog, on a
 free port on loopback, and its Python workers (the parallel mirror's tasks, a downstream
-model's reads of Kafka) run this venv's interpreter, which has the package.
+model's reads of Kafka) run this venv's interpreter, which has the package. With a `token`, the
+server asks every client for it (spark.connect.authenticate.token); the client sends it over
+gRPC's local credentials to `localhost` (pyspark asks for TLS elsewhere).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -32,12 +35,14 @@ class ConnectServer:
     port: int
     work_dir: Path
     process: subprocess.Popen
-    host: str = "127.0.0.1"
+    host: str = "localhost"
+    token: Optional[str] = field(default=None, repr=False)
     _session: Any = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
-        return f"sc://{self.host}:{self.port}"
+        """The URL a client connects with, the token included."""
+        return f"sc://{self.host}:{self.port}" + (f"/;token={self.token}" if self.token else "")
 
     @property
     def session(self) -> Any:
@@ -135,9 +140,10 @@ def _select_one(url: str) -> bool:
 
 def start_connect_server(work_dir: Path, master: str = "local[2]",
                          extra_conf: Optional[Dict[str, str]] = None,
-                         jars: Sequence[Path] = ()) -> ConnectServer:
+                         jars: Sequence[Path] = (), token: Optional[str] = None) -> ConnectServer:
     """A Spark Connect server in `work_dir`: Spark in local mode (or an application of the
-    cluster at `master`), with `extra_conf` on top of the tests' own, `jars` on its class path."""
+    cluster at `master`), with `extra_conf` on top of the tests' own, `jars` on its class path,
+    asking clients for `token` if given."""
     import pyspark
 
     spark_home = os.path.dirname(pyspark.__file__)
@@ -145,11 +151,13 @@ def start_connect_server(work_dir: Path, master: str = "local[2]",
     env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     log = open(work_dir / "connectserver.log", "wb")
+    if token:
+        extra_conf = {**(extra_conf or {}), "spark.connect.authenticate.token": token}
     process = subprocess.Popen(_command(spark_home, port, work_dir, master, extra_conf, jars),
                                cwd=work_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
-    server = ConnectServer(port=port, work_dir=work_dir, process=process)
+    server = ConnectServer(port=port, work_dir=work_dir, process=process, token=token)
     deadline = time.monotonic() + STARTUP_TIMEOUT
     try:
         while True:
@@ -177,8 +185,9 @@ def stop_connect_server(server: ConnectServer) -> None:
 
 @pytest.fixture(scope="module")
 def spark_connect_server() -> Iterator[ConnectServer]:
+    """A Spark Connect server for the module, which asks its clients for a token."""
     with tempfile.TemporaryDirectory(prefix="logstore-connect-") as work_dir:
-        server = start_connect_server(Path(work_dir))
+        server = start_connect_server(Path(work_dir), token=f"t0ken-{uuid.uuid4().hex[:12]}")
         try:
             yield server
         finally:

@@ -153,6 +153,7 @@ class TestConnectMethod:
         assert "Completed successfully" in console, console
         assert not _not_dbt(console), console
         assert "Warning" not in console, console
+        assert server.token not in console, console
         log1 = self._check(project, server, servers)
         assert [m.envelope["op"] for m in log1["customers"]] == ["c", "c", "c"]
         assert len(log1["orders"]) == 4 and len(log1["big_orders"]) == 2  # ids 2, 3 of 0..3
@@ -193,18 +194,39 @@ class TestConnectMethod:
                   if not row[2]}
         assert tables == set(LOGGED), tables
 
+    def _run_with(self, project, tmp_path, **target):
+        """`dbt run` of one model in a process of its own, with a profile of `target`'s fields:
+        its console on one line."""
+        profile = {"test": {"target": "default", "outputs": {"default": {
+            "type": "logstore", "method": "connect", "schema": project.test_schema,
+            "threads": 1, "kafka_bootstrap_servers": "127.0.0.1:9", **target}}}}
+        (tmp_path / "profiles.yml").write_text(json.dumps(profile))
+        done = _dbt(project, "run", "--select", "customers", profile_dir=tmp_path)
+        assert done.returncode != 0, done.stdout + done.stderr
+        return " ".join((done.stdout + done.stderr).split())
+
+    def test_a_setting_the_session_cannot_take_is_named(self, project, spark_connect_server,
+                                                       tmp_path):
+        console = self._run_with(project, tmp_path, host=spark_connect_server.url,
+                                 server_side_parameters={"spark.sql.warehouse.dir": "/elsewhere"})
+        assert ("Field server_side_parameters of the profile 'test' (target 'default'): "
+                "spark.sql.warehouse.dir is a setting a Spark Connect session cannot change "
+                "([CANNOT_MODIFY_STATIC_CONFIG]") in console, console
+        assert spark_connect_server.token not in console, console
+
+    def test_a_wrong_token_is_refused_in_words(self, project, spark_connect_server, tmp_path):
+        url = spark_connect_server.url.split(";token=")[0] + ";token=not-the-token"
+        console = self._run_with(project, tmp_path, host=url)
+        assert (f"The Spark Connect server at {url.split('/;')[0]} refused the session: Invalid "
+                f"authentication token (the profile's token field, or ;token=... in its host)."
+                ) in console, console
+        assert "not-the-token" not in console, console
+
     def test_server_not_answering(self, project, tmp_path):
         """A profile whose server is not running: one plain sentence naming its URL (the
         token masked), nothing changed, and quickly (no ten minutes of gRPC retries)."""
         port = free_port()
-        profile = {"test": {"target": "default", "outputs": {"default": {
-            "type": "logstore", "method": "connect", "schema": project.test_schema,
-            "host": f"sc://localhost:{port}/;token=s3cr3t-t0ken", "threads": 1,
-            "kafka_bootstrap_servers": "127.0.0.1:9"}}}}
-        (tmp_path / "profiles.yml").write_text(json.dumps(profile))
-        done = _dbt(project, "run", "--select", "customers", profile_dir=tmp_path)
-        console = " ".join((done.stdout + done.stderr).split())
-        assert done.returncode != 0, console
-        assert f"no Spark Connect server answered at sc://localhost:{port}" in console, console
+        console = self._run_with(project, tmp_path, host=f"sc://localhost:{port}/;token=s3cr3t-t0ken")
+        assert f"no Spark Connect server answered at sc://localhost:{port} (Connection refused)" in console, console
         assert "s3cr3t" not in console, console
         assert "Traceback" not in console and "Warning" not in console, console

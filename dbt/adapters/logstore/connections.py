@@ -100,15 +100,15 @@ class LogstoreConnectionManager(SparkConnectionManager):
             engine_output.start_session_quietly(dict(creds.server_side_parameters), self.engine_log)
         return connection
 
-    @staticmethod
-    def _open_connect(connection: Any) -> Any:
+    def _open_connect(self, connection: Any) -> Any:
         """A Spark Connect session (spark/connect.py) in dbt-spark's session wrapper: no JVM
         here, so no local settings and no engine log."""
+        from dbt.adapters.logstore.config.profile_checks import where_in
         from dbt.adapters.logstore.spark.connect import open_handle
 
         if connection.state == ConnectionState.OPEN:
             return connection
-        connection.handle = open_handle(connection.credentials)
+        connection.handle = open_handle(connection.credentials, where_in(*self.profile_name))
         connection.state = ConnectionState.OPEN
         return connection
 

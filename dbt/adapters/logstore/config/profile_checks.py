@@ -25,6 +25,11 @@ def _where(profile: Optional[str], target: Optional[str]) -> str:
     return f"profile '{profile}'" if profile else "the profile"
 
 
+def where_in(profile: Optional[str], target: Optional[str]) -> str:
+    """How a message names the profile: "the profile 'shop' (target 'dev')"."""
+    return f"the {_where(profile, target)}"
+
+
 def check_profile(creds: Any, profile: Optional[str] = None, target: Optional[str] = None) -> None:
     """ProfileFieldError for the first field that cannot be used."""
     where = _where(profile, target)

@@ -15,6 +15,7 @@ URL with `token=***` (`ConnectTarget.shown`)."""
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import urllib.parse
@@ -29,6 +30,8 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore.credentials import masked_host as _mask
 
 logger = AdapterLogger("Spark")
+# gRPC's own log lines (a failed TLS handshake's, ...) stay off the console: the error says it
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 METHOD = "connect"
 DEFAULT_PORT = 15002
@@ -166,6 +169,15 @@ def _reason(exc: BaseException) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
+def _unavailable_reason(details: str) -> str:
+    """gRPC's reason for reaching no server, in a few words."""
+    if "handshake" in details.lower() or "SSL_ERROR" in details:
+        return ("its TLS handshake failed: with a token or use_ssl=true the client speaks TLS, "
+                "except to localhost without use_ssl")
+    words = [w for w in details.split(": ") if w.strip() and w.strip() != "OK"]
+    return words[-1] if words else details  # "Connection refused", "DNS resolution failed", ...
+
+
 def _probe(spark: Any, target: ConnectTarget, retries: int, wait: float) -> None:
     """One question to the server (its Spark version), without the client's own retries (ten
     minutes of them by default): `retries` more tries `wait` seconds apart, as dbt-spark's
@@ -188,14 +200,17 @@ def _probe(spark: Any, target: ConnectTarget, retries: int, wait: float) -> None
                 last = exc
                 logger.debug(f"Spark Connect server at {target.shown}: {exc}")
                 if not _is_unavailable(exc):
+                    reason = _reason(exc)
+                    hint = (" (the profile's token field, or ;token=... in its host)"
+                            if "token" in reason.lower() else "")
                     raise ConnectUnreachable(
                         f"The Spark Connect server at {target.address} refused the session: "
-                        f"{_reason(exc)}") from None
+                        f"{reason}{hint}.") from None
                 if attempt < retries:
                     logger.warning(f"no Spark Connect server answered at {target.address}; "
                                    f"trying again in {wait:g} seconds ({attempt + 1} of {retries})")
                     time.sleep(wait)
-        why = _reason(last).rsplit(": ", 1)[-1]  # gRPC's last words: "Connection refused", ...
+        why = _unavailable_reason(_reason(last))
         raise ConnectUnreachable(
             f"no Spark Connect server answered at {target.address} ({why}): start the "
             f"server (Spark's sbin/start-connect-server.sh), or give the profile's host the "
@@ -204,7 +219,7 @@ def _probe(spark: Any, target: ConnectTarget, retries: int, wait: float) -> None
         client.set_retry_policies(policies)
 
 
-def _apply_settings(spark: Any, settings: Dict[str, str]) -> None:
+def _apply_settings(spark: Any, settings: Dict[str, str], where: str = "the profile") -> None:
     """The profile's server_side_parameters as the session's settings, one at a time, so that a
     refused one is named. What the server warns about goes to dbt's debug log."""
     for key, value in settings.items():
@@ -216,7 +231,7 @@ def _apply_settings(spark: Any, settings: Dict[str, str]) -> None:
                 reason = _reason(exc)
                 if "CANNOT_MODIFY" in reason or "Cannot modify" in reason:
                     raise ConnectSettingRefused(
-                        f"Field server_side_parameters of the profile: {key} is a setting a "
+                        f"Field server_side_parameters of {where}: {key} is a setting a "
                         f"Spark Connect session cannot change ({reason.split('SQLSTATE')[0].strip()}): "
                         f"set it where the server starts (spark-submit --conf, "
                         f"spark-defaults.conf), and leave it out of the profile.") from None
@@ -226,7 +241,7 @@ def _apply_settings(spark: Any, settings: Dict[str, str]) -> None:
 
 
 def session_for(target: ConnectTarget, settings: Dict[str, str], retries: int = 0,
-                wait: float = 10.0) -> Any:
+                wait: float = 10.0, where: str = "the profile") -> Any:
     """This process's Connect session at `target` (made, checked and configured the first
     time: ConnectUnreachable when no server answers, ConnectSettingRefused for a setting the
     session cannot take)."""
@@ -240,7 +255,7 @@ def session_for(target: ConnectTarget, settings: Dict[str, str], retries: int = 
         spark = SparkSession.builder.remote(target.url).create()
         try:
             _probe(spark, target, retries, wait)
-            _apply_settings(spark, settings)
+            _apply_settings(spark, settings, where)
         except BaseException:
             _release(spark)
             raise
@@ -273,11 +288,12 @@ def _release_at_exit(url: str, spark: Any) -> None:
     _release(spark)
 
 
-def open_handle(creds: Any) -> Any:
-    """dbt-spark's session connection wrapper on this process's Connect session for `creds`."""
+def open_handle(creds: Any, where: str = "the profile") -> Any:
+    """dbt-spark's session connection wrapper on this process's Connect session for `creds`
+    (`where`: the profile, as its errors name it)."""
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     target = connect_target(creds.host, creds.token, creds.use_ssl)
     spark = session_for(target, dict(creds.server_side_parameters),
-                        retries=creds.connect_retries, wait=creds.connect_timeout)
+                        retries=creds.connect_retries, wait=creds.connect_timeout, where=where)
     return SessionConnectionWrapper(ConnectConnection(spark, target))
