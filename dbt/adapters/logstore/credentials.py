@@ -106,4 +106,6 @@ class LogstoreCredentials(SparkCredentials):
             yield key, masked_host(value) if key == "host" and isinstance(value, str) else value
 
     def _connection_keys(self) -> Tuple[str, ...]:
+        if self.method == LogstoreConnectionMethod.CONNECT:  # its host is the whole address
+            return ("host", "schema", "method", "kafka_bootstrap_servers")
         return super()._connection_keys() + ("method", "kafka_bootstrap_servers", "session_dir")

@@ -59,6 +59,7 @@ def test_a_bad_host_is_one_sentence_naming_the_field(fields, says):
 def test_dbt_debug_shows_the_url_without_its_token():
     shown = dict(creds(host="sc://h:443/;token=s3cret;use_ssl=true").connection_info())
     assert shown["host"] == "sc://h:443/;token=***;use_ssl=true"
+    assert list(shown) == ["host", "schema", "method", "kafka_bootstrap_servers"]  # no port 443
     assert "s3cret" not in repr(list(creds(host="sc://h/;token=s3cret").connection_info()))
 
 
