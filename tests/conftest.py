@@ -122,6 +122,7 @@ LONGEST_FIRST = (  # seconds of a worker in the full run of 2026-11-28 12:12 (ju
     "test_live_spark",  # 168 s
     "test_faults_parallel",  # 155 s
     "test_live_flink",  # 153 s
+    "test_connect",  # 122 s alone (2026-11-29): its own Spark Connect server
     "test_seeds",  # 115 s
     "test_downstream",  # 106 s
     "test_config_errors",  # 98 s
