@@ -3,30 +3,24 @@
     python benchmarks/models.py [--models 12] [--rows 200] [--rebuilds 1] [--quick]
                                 [--methods session,thrift,connect] [--keep] [--results FILE]
 
-`make bench-models` runs it with the defaults. It writes a throw-away dbt project (`bench`) with
---models keyed table models (`m01`, `m02`, ..., unique_key id, 200 rows each), one keyed
-incremental model (`incremental_strategy='merge'`, on Delta, where plain dbt-spark can merge too)
-and one keyless table model, every one logged (`log.system: kafka`, transactional). The same
-project runs with two profiles: plain dbt-spark (`type: spark`, where the log's configs mean
-nothing) and dbt-logstore (`type: logstore`), into schemas of their own, on the embedded broker
-(`dbt-logstore broker start`, stopped by its pid at the end). For each method (session: one
-Spark session in a process of its own that both profiles share; thrift: a Spark Thrift Server,
-tests/functional/thrift_server.py, that both profiles connect to; connect: a Spark Connect
-server, tests/functional/connect_server.py, that dbt-logstore's `method: connect` and plain
-dbt-spark's session method with SPARK_REMOTE both reach), interleaved so that the
-machine's load hits both alike (plain then logged, then logged then plain, ...):
+`make bench-models` runs it with the defaults. A throw-away dbt project: --models keyed table
+models (`m01`, ..., unique_key id, 200 rows each), a keyed incremental `merge` model (on Delta,
+where plain dbt-spark can merge too) and a keyless table model, every one logged (transactional).
+It runs with plain dbt-spark (`type: spark`, where the log's configs mean nothing) and with
+dbt-logstore, into schemas of their own, on the embedded broker. For each method (session: one
+Spark session both profiles share; thrift: a Spark Thrift Server, tests/functional/thrift_server.py;
+connect: a Spark Connect server, tests/functional/connect_server.py, that dbt-logstore's `method:
+connect` and plain dbt-spark's session method with SPARK_REMOTE both reach), interleaved so that
+the machine's load hits both alike (plain then logged, then logged then plain, ...):
 
 - a warm-up model built and rebuilt by both (not measured: the session's start, first queries);
 - the first build: `dbt run` of every model (var v=1): every row is new;
-- --rebuilds rebuilds (v=2, 3, ...): every row changes (its name and amount), the merge model
-  merges every row, the keyless model is rebuilt.
+- --rebuilds rebuilds (v=2, 3, ...): every row changes, the merge model merges every row.
 
 Per model: its seconds (run_results.json's execution_time) and its SQL statements (the
-`On model.bench.<name>: /* {...} */` lines of the invocation's part of dbt.log). It prints the
-mean a model, plain and logged, and their ratio (logged / plain) for each method and case (first
-build and rebuild of the keyed table models, the incremental merge, the keyless table's rebuild),
-and writes benchmarks/results-models.json (--quick: 3 models, into results-models-quick.json,
-which git ignores). Numbers depend on the machine and on what else runs on it.
+`On model.bench.<name>: /* {...} */` lines of the invocation's part of dbt.log); printed as the
+mean a model, plain and logged, and their ratio, for each method and case; written to
+benchmarks/results-models.json (--quick: 3 models, results-models-quick.json, which git ignores).
 """
 from __future__ import annotations
 
@@ -316,8 +310,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--models", type=int, default=12, help="keyed table models")
     parser.add_argument("--rows", type=int, default=200, help="rows a model")
     parser.add_argument("--rebuilds", type=int, default=1, help="rebuilds after the first build")
-    parser.add_argument("--methods", default="session,thrift,connect",
-                        help="any of session, thrift, connect (comma-separated)")
+    parser.add_argument("--methods", default="session,thrift,connect", help="session, thrift, connect")
     parser.add_argument("--quick", action="store_true", help="3 models, for development")
     add_work_options(parser, RESULTS, QUICK_RESULTS)
     args = parser.parse_args(argv)
