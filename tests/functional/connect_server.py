@@ -81,7 +81,14 @@ class ConnectServer:
 
     def close_session(self) -> None:
         if self._session is not None:
-            self._session.stop()
+            from pyspark.sql.connect.client.retries import DefaultPolicy
+
+            # without the client's ten minutes of retries, should the server be gone
+            self._session._client.set_retry_policies([DefaultPolicy(max_retries=0)])
+            try:
+                self._session.stop()
+            except Exception:
+                pass
             self._session = None
 
 
@@ -140,17 +147,18 @@ def _select_one(url: str) -> bool:
 
 def start_connect_server(work_dir: Path, master: str = "local[2]",
                          extra_conf: Optional[Dict[str, str]] = None,
-                         jars: Sequence[Path] = (), token: Optional[str] = None) -> ConnectServer:
+                         jars: Sequence[Path] = (), token: Optional[str] = None,
+                         port: Optional[int] = None) -> ConnectServer:
     """A Spark Connect server in `work_dir`: Spark in local mode (or an application of the
     cluster at `master`), with `extra_conf` on top of the tests' own, `jars` on its class path,
     asking clients for `token` if given."""
     import pyspark
 
     spark_home = os.path.dirname(pyspark.__file__)
-    port = _free_port()
+    port = port or _free_port()  # a port given: a server started again where the last one was
     env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    log = open(work_dir / "connectserver.log", "wb")
+    log = open(work_dir / "connectserver.log", "ab")  # a server started again goes on with it
     if token:
         extra_conf = {**(extra_conf or {}), "spark.connect.authenticate.token": token}
     process = subprocess.Popen(_command(spark_home, port, work_dir, master, extra_conf, jars),

@@ -124,6 +124,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
         "logstore.lock.since": "LOCK_SINCE",
         "logstore.lock.lease_id": "LOCK_TOKEN",
         "logstore.lock.expires_ms": "LOCK_EXPIRES",
+        "logstore.lock.spark_session": "LOCK_SPARK_SESSION",
         "__logstore_": "RELATION_MARK",
         "__logstore_changes": "CHANGES_SUFFIX",
         "__logstore_lock": "LOCK_SUFFIX",

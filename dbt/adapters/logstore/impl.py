@@ -33,7 +33,7 @@ from dbt.adapters.logstore.log.lifecycle import identity, retention
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log.log_system import ModelLog, open_model_log
 from dbt.adapters.logstore.reading import source_changes, source_landing
-from dbt.adapters.logstore.spark import leftovers, row_source, table_formats
+from dbt.adapters.logstore.spark import connect_fencing, leftovers, row_source, table_formats
 from dbt.adapters.logstore.spark.catalog import Catalog, logger, set_properties_sql
 from dbt.adapters.logstore.spark.row_source import active_spark
 
@@ -195,8 +195,9 @@ class LogstoreAdapter(SparkAdapter):
         lock, state = run_lock.lock_relation(target_relation), self._run_state()
         if state.lock == lock and state.owner is not None:
             return lock  # taken as the run started (logstore_continue_log)
-        owner = run_lock.LockOwner.this_process(invocation_id, self._lease_seconds())
-        state.took_over = run_lock.take(self._catalog(), log.model, lock, owner)
+        handle = self.connections.get_thread_connection().handle
+        owner = run_lock.LockOwner.this_process(invocation_id, self._lease_seconds(), connect_fencing.session_of(handle))
+        state.took_over = run_lock.take(self._catalog(), log.model, lock, owner, connect_fencing.session_stopper(handle))
         state.lock, state.owner, state.target = lock, owner, target_relation
         return lock
 
@@ -215,8 +216,7 @@ class LogstoreAdapter(SparkAdapter):
         return run_lock.unlock(self._catalog(), run_lock.lock_relation(target_relation))
 
     def _lease_seconds(self) -> float:
-        return float(getattr(self.config.credentials, "lock_lease_seconds", None)
-                     or run_lock.DEFAULT_LEASE_SECONDS)
+        return float(getattr(self.config.credentials, "lock_lease_seconds", None) or run_lock.DEFAULT_LEASE_SECONDS)
 
     def logstore_hold_lock(self, log: LogConfig) -> None:
         """Before a step that changes the table or the log: this run still holds its lock

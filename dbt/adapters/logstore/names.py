@@ -109,6 +109,9 @@ LOCK_SINCE = "logstore.lock.since"
 # (not "token": Spark redacts the values of properties whose names say token or secret)
 LOCK_TOKEN = "logstore.lock.lease_id"
 LOCK_EXPIRES = "logstore.lock.expires_ms"
+# the owner's Spark Connect session ("<user id>/<session id>"), whose statements a server runs
+# on after the owner died: a run that takes the lock over stops them first
+LOCK_SPARK_SESSION = "logstore.lock.spark_session"
 
 # Relations of a model, `<model><suffix>` in its schema: impl and the macros create and drop
 # them; leftovers takes a relation for ours only when its name carries RELATION_MARK.

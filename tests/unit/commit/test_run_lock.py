@@ -147,3 +147,23 @@ def test_later_an_owner_checks_its_token_and_stops_if_the_lock_is_anothers():
 def test_an_owner_not_written_by_this_process_is_never_certain():
     read = LockOwner.from_properties(LockOwner.this_process("inv-1").properties())
     assert not read.certainly_held(600)
+
+
+def test_a_lock_names_the_owners_spark_connect_session_and_a_takeover_stops_it(monkeypatch):
+    # a Connect server runs a dead client's statements to their end: the taker interrupts them
+    owner = LockOwner.this_process("inv-1", spark_session="alice/1b4e28ba-2fa1-11d2-883f-0016d3cca427")
+    assert LockOwner.from_properties(owner.properties()).spark_session == owner.spark_session
+    assert "logstore.lock.spark_session" not in LockOwner.this_process("inv-2").properties()
+    dead = replace(owner, pid=_dead_pid())
+    catalog, stopped = _Catalog(held=dead), []
+
+    def create_or_clear(catalog, relation, sql):
+        if not stopped:
+            raise RuntimeError("TABLE_OR_VIEW_ALREADY_EXISTS")
+        catalog.statements.append("create lock")
+
+    monkeypatch.setattr(run_lock.leftovers, "create_or_clear", create_or_clear)
+    taken_over = run_lock.take(catalog, "orders", "l", LockOwner.this_process("inv-3"),
+                               stop_session=lambda session: stopped.append(session) or 2)
+    assert taken_over and stopped == [owner.spark_session]
+    assert catalog.statements[-2:] == ["drop table if exists l purge", "create lock"]

@@ -82,3 +82,34 @@ def test_no_server_is_one_plain_sentence_without_the_token():
     message = str(info.value.msg)
     assert message.startswith(f"no Spark Connect server answered at sc://127.0.0.1:{port} ("), message
     assert "s3cret" not in message
+
+
+def test_a_server_that_stops_answering_in_a_run_is_one_sentence_then_no_more_waiting():
+    from dbt_common.exceptions import DbtRuntimeError
+
+    from dbt.adapters.logstore.spark.connect import ConnectCursor
+
+    class Client:
+        policies = None
+
+        def set_retry_policies(self, policies):
+            self.policies = policies
+
+    class Gone:
+        _client = Client()
+
+        def sql(self, sql):
+            raise RuntimeError('<_MultiThreadedRendezvous of RPC that terminated with: status = '
+                               'StatusCode.UNAVAILABLE details = "failed to connect to all addresses; '
+                               'last error: UNKNOWN: ipv4:127.0.0.1:15002: Failed to connect to remote '
+                               'host: Connection refused">')
+
+    cursor = ConnectCursor(Gone(), connect_target("sc://127.0.0.1:15002/;token=s3cret"))
+    with pytest.raises(DbtRuntimeError) as raised:
+        cursor.execute("select 1")
+    text = str(raised.value)
+    assert "the Spark Connect server at sc://127.0.0.1:15002 stopped answering" in text, text
+    assert "Connection refused" in text and "s3cret" not in text
+    assert "next run settles" in text
+    # what the failed run still asks (clean-up, the lock's release) fails at once
+    assert [p.max_retries for p in Gone._client.policies] == [0]

@@ -24,15 +24,15 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.spark import leftovers
 from dbt.adapters.logstore.spark.catalog import Catalog, logger
 from dbt.adapters.logstore.names import (
-    LOCK_EXPIRES, LOCK_HOST, LOCK_INVOCATION, LOCK_PID, LOCK_SINCE, LOCK_STARTED, LOCK_SUFFIX,
-    LOCK_TOKEN,
+    LOCK_EXPIRES, LOCK_HOST, LOCK_INVOCATION, LOCK_PID, LOCK_SINCE, LOCK_SPARK_SESSION, LOCK_STARTED,
+    LOCK_SUFFIX, LOCK_TOKEN,
 )
 
 # How long a lease lasts without renewal (profile field lock_lease_seconds).
@@ -73,26 +73,33 @@ class LockOwner:
     # not this process's writing. A clock of this process, so a change of the wall clock
     # cannot stretch the window in which the owner reads nothing.
     written_at: float = field(default=0.0, compare=False)
+    # the owner's Spark Connect session, if it runs its statements on one (LOCK_SPARK_SESSION)
+    spark_session: str = ""
 
     @classmethod
-    def this_process(cls, invocation: str, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> "LockOwner":
+    def this_process(cls, invocation: str, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                     spark_session: str = "") -> "LockOwner":
         return cls(invocation=invocation, host=socket.gethostname(), pid=os.getpid(),
                    process_started=_process_start(os.getpid()),
                    since=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    token=uuid.uuid4().hex, expires_ms=_expiry(lease_seconds),
-                   written_at=time.monotonic())
+                   written_at=time.monotonic(), spark_session=spark_session)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "LockOwner":
         return cls(invocation=props.get(LOCK_INVOCATION, "?"), host=props.get(LOCK_HOST, "?"),
                    pid=int(props.get(LOCK_PID) or 0), process_started=props.get(LOCK_STARTED) or None,
                    since=props.get(LOCK_SINCE, "?"), token=props.get(LOCK_TOKEN, ""),
-                   expires_ms=int(props.get(LOCK_EXPIRES) or 0))
+                   expires_ms=int(props.get(LOCK_EXPIRES) or 0),
+                   spark_session=props.get(LOCK_SPARK_SESSION, ""))
 
     def properties(self) -> dict:
-        return {LOCK_INVOCATION: self.invocation, LOCK_HOST: self.host, LOCK_PID: str(self.pid),
-                LOCK_STARTED: self.process_started or "", LOCK_SINCE: self.since,
-                LOCK_TOKEN: self.token, LOCK_EXPIRES: str(self.expires_ms)}
+        props = {LOCK_INVOCATION: self.invocation, LOCK_HOST: self.host, LOCK_PID: str(self.pid),
+                 LOCK_STARTED: self.process_started or "", LOCK_SINCE: self.since,
+                 LOCK_TOKEN: self.token, LOCK_EXPIRES: str(self.expires_ms)}
+        if self.spark_session:
+            props[LOCK_SPARK_SESSION] = self.spark_session
+        return props
 
     def renewed(self, lease_seconds: float) -> "LockOwner":
         return replace(self, expires_ms=_expiry(lease_seconds), written_at=time.monotonic())
@@ -177,10 +184,14 @@ def owner_of(catalog: Catalog, lock: str) -> Optional[LockOwner]:
     return LockOwner.from_properties(props)
 
 
-def take(catalog: Catalog, model: str, lock: str, owner: LockOwner) -> bool:
+def take(catalog: Catalog, model: str, lock: str, owner: LockOwner,
+         stop_session: Optional[Callable[[str], int]] = None) -> bool:
     """Take the model's run lock for `owner` or fail, naming the run that holds it. A lock whose
-    owner is certainly gone (LockOwner.is_gone) is taken over. Returns whether a lock was found
-    (and taken over): only then may a run of this model have begun after this dbt invocation
+    owner is certainly gone (LockOwner.is_gone) is taken over; first, when the owner ran on a
+    Spark Connect session, `stop_session` interrupts what it had sent there (a Connect server
+    runs a statement to its end after its client died: an insert that ended after this run
+    judged it would change the table behind the log). Returns whether a lock was found (and
+    taken over): only then may a run of this model have begun after this dbt invocation
     listed its schema, so only then does what it left need a listing of its own."""
     props = ", ".join(f"'{k}' = '{v}'" for k, v in owner.properties().items())
     error: Optional[Exception] = None
@@ -199,6 +210,10 @@ def take(catalog: Catalog, model: str, lock: str, owner: LockOwner) -> bool:
                 raise DbtRuntimeError(locked_message(model, lock, held)) from None
             why = "whose lease expired" if held.expired() else "which ended without releasing it"
             logger.info(f"{model}: taking over the lock of {held.describe()}, {why}")
+            if held.spark_session and stop_session is not None:
+                stopped = stop_session(held.spark_session)
+                logger.info(f"{model}: interrupted {stopped} statement(s) that run still had on "
+                            f"the Spark Connect server")
             catalog.run(leftovers.drop_sql(lock))
             taken_over = True
     raise DbtRuntimeError(f"Model '{model}': could not create its run lock {lock}: {error}")

@@ -15,13 +15,14 @@ URL with `token=***` (`ConnectTarget.shown`)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import time
 import urllib.parse
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.session import Connection, Cursor
@@ -116,13 +117,50 @@ def missing_client() -> Optional[str]:
     return None
 
 
+# A server that stops answering in a run is asked again for about half a minute (backoffs of
+# 50, 200, 800, 3200, then 10000 ms three times), not the client's own ten minutes.
+RUN_RETRIES, RUN_MAX_BACKOFF_MS = 7, 10000
+
+
+@contextlib.contextmanager
+def answering(spark: Any, target: Optional["ConnectTarget"]) -> Iterator[None]:
+    """A server that stopped answering (past the run's retries) said in one sentence; then what
+    the failed run still asks (its clean-up, its lock's release: the next run settles them)
+    fails at once."""
+    try:
+        yield
+    except Exception as exc:
+        if target is None or not _is_unavailable(exc):
+            raise
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        spark._client.set_retry_policies([DefaultPolicy(max_retries=0)])
+        raise DbtRuntimeError(
+            f"the Spark Connect server at {target.address} stopped answering "
+            f"({_unavailable_reason(_reason(exc))}); the run stopped there, and the model's next "
+            f"run settles what it left.") from None
+
+
+def connection_of(handle: Any) -> Optional["ConnectConnection"]:
+    """The Connect connection behind a dbt connection handle, None for other methods."""
+    inner = getattr(handle, "handle", None)
+    return inner if isinstance(inner, ConnectConnection) else None
+
+
+def answering_for(handle: Any) -> Any:
+    """`answering` for the Connect session behind a dbt connection handle (else nothing)."""
+    connection = connection_of(handle)
+    return contextlib.nullcontext() if connection is None else answering(connection.spark, connection.target)
+
+
 class ConnectCursor(Cursor):
     """dbt-spark's session cursor on a Spark Connect session (its execute builds a local
     SparkSession with Hive support; this one runs the statement on the session it is given)."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, target: Optional["ConnectTarget"] = None) -> None:
         super().__init__()
         self.spark = spark
+        self.target = target
 
     def execute(self, sql: str, *parameters: Any) -> None:
         from pyspark.errors import AnalysisException
@@ -130,9 +168,18 @@ class ConnectCursor(Cursor):
         if len(parameters) > 0:
             sql = sql % parameters
         try:
-            self._df = self.spark.sql(sql)
+            with answering(self.spark, self.target):
+                self._df = self.spark.sql(sql)
         except AnalysisException as exc:  # as dbt-spark's cursor reports it
             raise DbtRuntimeError(str(exc)) from exc
+
+    def fetchall(self) -> Any:
+        with answering(self.spark, self.target):
+            return super().fetchall()
+
+    def fetchone(self) -> Any:
+        with answering(self.spark, self.target):
+            return super().fetchone()
 
 
 class ConnectConnection(Connection):
@@ -145,7 +192,7 @@ class ConnectConnection(Connection):
         self.target = target
 
     def cursor(self) -> Cursor:
-        return ConnectCursor(self.spark)
+        return ConnectCursor(self.spark, self.target)
 
 
 _sessions: Dict[str, Any] = {}
@@ -257,8 +304,14 @@ def session_for(target: ConnectTarget, settings: Dict[str, str], retries: int = 
             _probe(spark, target, retries, wait)
             _apply_settings(spark, settings, where)
         except BaseException:
-            _release(spark)
+            release_session(spark)
             raise
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        spark._client.set_retry_policies([DefaultPolicy(max_retries=RUN_RETRIES,
+                                                        max_backoff=RUN_MAX_BACKOFF_MS)])
+        # the client warns on the console when it gives up; the run's error says it instead
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
         _sessions[target.url] = spark
         # Released as the process ends, before the client's own exit hook (atexit runs the
         # last registered first), which asks the server to clean its ML cache with ten
@@ -267,7 +320,7 @@ def session_for(target: ConnectTarget, settings: Dict[str, str], retries: int = 
         return spark
 
 
-def _release(spark: Any) -> None:
+def release_session(spark: Any) -> None:
     """Release the session on the server, quietly and without the client's retries (the
     server may be gone)."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
@@ -285,7 +338,7 @@ def _release_at_exit(url: str, spark: Any) -> None:
     with _lock:
         if _sessions.get(url) is spark:
             del _sessions[url]
-    _release(spark)
+    release_session(spark)
 
 
 def open_handle(creds: Any, where: str = "the profile") -> Any:

@@ -99,7 +99,10 @@ def iter_column_batches(handle: Any, relation: str, render: Callable[[str], str]
     handle."""
     spark = active_spark(handle)
     if spark is not None:
-        yield from _arrow_file_by_file(spark, relation, render, batch_size)
+        from dbt.adapters.logstore.spark.connect import answering_for
+
+        with answering_for(handle):  # a Connect server that stopped answering, in one sentence
+            yield from _arrow_file_by_file(spark, relation, render, batch_size)
         return
     rows = iter_query_rows(handle, render(relation), batch_size)
     while True:
