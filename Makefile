@@ -232,9 +232,10 @@ bench-retraction: $(BENCH_STAMP) $(JARS_STAMP)
 # The small-models benchmark (benchmarks/models.py): what a log costs an ordinary small model.
 # In one run, interleaved, plain dbt-spark and dbt-logstore (every model logged, transactional,
 # on the embedded broker) build 12 keyed table models of 200 rows, an incremental merge model
-# (Delta) and a keyless table, then rebuild them with every row changed, with the session method
-# and behind a Spark Thrift Server: seconds and SQL statements a model, logged / plain; writes
-# benchmarks/results-models.json. BENCH_ARGS=--quick for 3 models (results-models-quick.json).
+# (Delta) and a keyless table, then rebuild them with every row changed, with the session method,
+# behind a Spark Thrift Server and on a Spark Connect server: seconds and SQL statements a model,
+# logged / plain; writes benchmarks/results-models.json. BENCH_ARGS=--quick for 3 models
+# (results-models-quick.json), "--methods session" for one method.
 bench-models: $(STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/models.py $(BENCH_ARGS)
 

@@ -212,8 +212,9 @@ def take(catalog: Catalog, model: str, lock: str, owner: LockOwner,
             logger.info(f"{model}: taking over the lock of {held.describe()}, {why}")
             if held.spark_session and stop_session is not None:
                 stopped = stop_session(held.spark_session)
-                logger.info(f"{model}: interrupted {stopped} statement(s) that run still had on "
-                            f"the Spark Connect server")
+                if stopped:
+                    logger.info(f"{model}: interrupted {stopped} statement(s) that run still had "
+                                f"on the Spark Connect server")
             catalog.run(leftovers.drop_sql(lock))
             taken_over = True
     raise DbtRuntimeError(f"Model '{model}': could not create its run lock {lock}: {error}")
