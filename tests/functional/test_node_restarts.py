@@ -14,6 +14,8 @@ module's own (tests/kafka_cluster.py: replication 3, min.insync.replicas 2):
   written while it is killed (issue 41, item 5): `logstore_resnapshot` held at its records. It
   completes, the package's reader from the earliest offset and from the latest generation both
   give the table, and no generation number starts twice;
+- on a Spark Connect server (the connect method; the driver writes, kafka-python): the first
+  bootstrap server SIGKILLed at each Kafka step of the first model's run, as for the session method;
 - a rolling restart: while a sequence of runs goes on, every node in turn (the first bootstrap
   server and the active controller among them) is SIGKILLed and restarted, in an order and with
   pauses from LOGSTORE_KILL_SEED (printed); LOGSTORE_CLUSTER_ROUNDS rounds (one in `make test`,
@@ -34,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dbt.adapters.logstore.faults import LOG_CHECKS_POINT
+from tests.functional.connect_server import start_connect_server, stop_connect_server
 from tests.functional.node_restarts import FIRST, Project, held_run, rolling_restart
 from tests.functional.thrift_server import _stop, start_thrift_server
 from tests.kafka_cluster import KafkaCluster
@@ -107,6 +110,25 @@ def thrift_project(cluster, thrift_server, tmp_path_factory):
     test_the_confluent_writer_with_the_first_bootstrap_server_killed's."""
     return Project(tmp_path_factory.mktemp("restarts_thrift_project"), cluster, THRIFT_MODELS,
                    {}, server=thrift_server.result(timeout=600), profile={"kafka_client": "confluent"})
+
+
+@pytest.fixture(scope="module")
+def connect_project(cluster, tmp_path_factory):
+    """On a Spark Connect server of the module's own (the connect method)."""
+    server = start_connect_server(tmp_path_factory.mktemp("restarts_connect"))
+    try:
+        made = Project(tmp_path_factory.mktemp("restarts_connect_project"), cluster,
+                       {"accounts": MODELS["accounts"]}, {}, server=server,
+                       profile={"method": "connect", "host": server.url})
+        made.method = "connect"
+        yield made
+    finally:
+        stop_connect_server(server)
+
+
+def test_the_first_bootstrap_server_killed_at_each_kafka_step_of_a_connect_run(connect_project, tmp_path):
+    _, killed = held_run(connect_project, tmp_path, KILL_AT)
+    connect_project.check(f"connect run {connect_project.step}, node {FIRST} killed at {', '.join(killed)}")
 
 
 def test_the_first_bootstrap_server_killed_at_each_kafka_step_of_a_run(project, tmp_path):
