@@ -115,6 +115,7 @@ LONGEST_FIRST = (  # seconds of a worker in the full run of 2026-11-28 12:12 (ju
     "test_faults_early",  # 219 s
     "test_downstream_thrift",  # 205 s
     "test_install",  # 203 s: make wheel, a fresh venv, dbt debug and run
+    "test_connect_faults",  # 160-210 s alone (2026-11-29): its own Spark Connect server
     "test_faults_late",  # 183 s
     "test_microbatch",  # 180 s
     "test_reduced_inputs",  # 177 s
