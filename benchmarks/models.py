@@ -1,6 +1,6 @@
 """Small-models benchmark: what a log costs an ordinary small dbt model, beside plain dbt-spark.
 
-    python benchmarks/models.py [--models 12] [--rows 200] [--rebuilds 1] [--quick]
+    python benchmarks/models.py [--models 12] [--rows 200] [--rebuilds 1] [--quick] [--client C]
                                 [--methods session,thrift,connect] [--keep] [--results FILE]
 
 `make bench-models` runs it with the defaults. A throw-away dbt project: --models keyed table
@@ -25,6 +25,7 @@ benchmarks/results-models.json (--quick: 3 models, results-models-quick.json, wh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -85,7 +86,8 @@ def models(count: int, rows: int) -> Dict[str, str]:
     return out
 
 
-def profile(method: str, session_dir: str, servers: str, port: Optional[int]) -> str:
+def profile(method: str, session_dir: str, servers: str, port: Optional[int],
+            client: str = "kafka-python") -> str:
     """Both targets of a method: plain (type spark) and logged (type logstore), each in a schema
     of its own; the session targets share one Spark session (its warehouse and metastore)."""
     lines = ["bench:", "  target: logged", "  outputs:"]
@@ -109,7 +111,7 @@ def profile(method: str, session_dir: str, servers: str, port: Optional[int]) ->
             lines += ["      server_side_parameters:"]
             lines += [f"        {key}: {json.dumps(value)}" for key, value in settings.items()]
         if variant == "logged":
-            lines += [f"      kafka_bootstrap_servers: {json.dumps(servers)}"]
+            lines += [f"      kafka_bootstrap_servers: {json.dumps(servers)}", f"      kafka_client: {client}"]
     return "\n".join(lines) + "\n"
 
 
@@ -162,9 +164,8 @@ def case_of(model: str, run: int) -> Optional[str]:
 
 
 def summarize(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Mean seconds and statements a model, plain and logged, and the ratios, per method and
-    case. `runs`: one per dbt invocation measured, {"method", "variant", "run", "nodes":
-    {model: {"seconds", "statements"}}}."""
+    """Mean seconds and statements a model, plain and logged, and the ratios, per method and case
+    (`runs`: one per dbt invocation, {"method", "variant", "run", "nodes": {model: {...}}})."""
     cells: Dict[tuple, Dict[str, List[float]]] = {}
     for r in runs:
         for model, node in r["nodes"].items():
@@ -285,20 +286,12 @@ def start_broker(state_dir: Path) -> tuple:
 
 
 def stop_pid(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # raised once the process is gone
         os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    for _ in range(100):
-        try:
+        for _ in range(100):
             os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    try:
+            time.sleep(0.1)
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def delta_jars() -> List[Path]:
@@ -312,6 +305,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rebuilds", type=int, default=1, help="rebuilds after the first build")
     parser.add_argument("--methods", default="session,thrift,connect", help="session, thrift, connect")
     parser.add_argument("--quick", action="store_true", help="3 models, for development")
+    parser.add_argument("--client", default="kafka-python", help="kafka_client of the logged profile")
     add_work_options(parser, RESULTS, QUICK_RESULTS)
     args = parser.parse_args(argv)
     if args.child:
@@ -356,7 +350,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(f"Spark Connect server on port {port}", flush=True)
             profiles = work / f"profiles-{method}"
             profiles.mkdir()
-            (profiles / "profiles.yml").write_text(profile(method, str(work / "spark-session"), servers, port))
+            (profiles / "profiles.yml").write_text(profile(method, str(work / "spark-session"), servers, port,
+                                                           args.client))
             spec = {"method": method, "work": str(work), "project": str(project), "profiles": str(profiles),
                     "rebuilds": args.rebuilds, "class_path": os.pathsep.join(map(str, jars)),
                     "remote": f"sc://127.0.0.1:{port}"}

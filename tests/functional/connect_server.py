@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,19 +22,17 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
-from tests.functional.thrift_server import _free_port, _port_open, _stop
+from tests.functional.thrift_server import ServerFiles, _free_port, _stop, server_conf, wait_until_ready
 from tests.spark_jvm import SPARK_DEFAULTS
 
-STARTUP_TIMEOUT = 180.0
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 @dataclass
-class ConnectServer:
-    port: int
-    work_dir: Path
-    process: subprocess.Popen
-    host: str = "localhost"
+class ConnectServer(ServerFiles):
+    LOG_NAME = "connectserver.log"
+
+    host: str = "localhost"  # the client sends a token without TLS only to localhost
     token: Optional[str] = field(default=None, repr=False)
     _session: Any = field(default=None, repr=False)
 
@@ -69,15 +66,6 @@ class ConnectServer:
         types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
         return types, [row.asDict(recursive=True) for row in frame.collect()]
 
-    def table_properties(self, relation: str) -> Dict[str, str]:
-        return {str(k): str(v) for k, v in self.query(f"show tblproperties {relation}")}
-
-    def log_tail(self, lines: int = 40) -> str:
-        path = self.work_dir / "connectserver.log"
-        try:
-            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
     def close_session(self) -> None:
         if self._session is not None:
@@ -95,18 +83,10 @@ class ConnectServer:
 def _command(spark_home: str, port: int, work_dir: Path, master: str = "local[2]",
              extra_conf: Optional[Dict[str, str]] = None, jars: Sequence[Path] = ()) -> List[str]:
     conf = {
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
+        **server_conf(work_dir),
         "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": str(work_dir / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL":
-            f"jdbc:derby:;databaseName={work_dir / 'metastore_db'};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}",
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
-        "spark.sql.shuffle.partitions": "2",
-        "spark.sql.session.timeZone": "UTC",
         # the server's Python workers: this venv's interpreter, which imports the package
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
@@ -166,21 +146,8 @@ def start_connect_server(work_dir: Path, master: str = "local[2]",
                                stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     server = ConnectServer(port=port, work_dir=work_dir, process=process, token=token)
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"Spark Connect server exited with {process.returncode}:\n"
-                                   f"{server.log_tail()}")
-            if _port_open(port) and _select_one(server.url):
-                return server
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Spark Connect server not ready on port {port} after "
-                                   f"{STARTUP_TIMEOUT:.0f}s:\n{server.log_tail()}")
-            time.sleep(0.5)
-    except BaseException:
-        _stop(process)
-        raise
+    wait_until_ready(server, process, lambda: _select_one(server.url), "Spark Connect server", 0.5)
+    return server
 
 
 def stop_connect_server(server: ConnectServer) -> None:

@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -58,12 +58,32 @@ def _select_one(port: int) -> bool:
 
 
 @dataclass
-class ThriftServer:
+class ServerFiles:
+    """A server of the tests' own (its process started in `work_dir`, listening at `port`),
+    and what they read of it: its tables' properties, its log's end."""
+
+    LOG_NAME = ""
     port: int
     work_dir: Path
     process: subprocess.Popen
-
     host: str = "127.0.0.1"
+
+    def query(self, sql: str) -> List[tuple]:
+        raise NotImplementedError
+
+    def table_properties(self, relation: str) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in self.query(f"show tblproperties {relation}")}
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join((self.work_dir / self.LOG_NAME).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@dataclass
+class ThriftServer(ServerFiles):
+    LOG_NAME = "thriftserver.log"
 
     def connect(self):
         from pyhive import hive
@@ -95,20 +115,12 @@ class ThriftServer:
         rows = [dict(zip(types, row)) for row in self.query(f"select {columns} from {relation}")]
         return types, rows
 
-    def table_properties(self, relation: str) -> Dict[str, str]:
-        return {str(k): str(v) for k, v in self.query(f"show tblproperties {relation}")}
-
-    def log_tail(self, lines: int = 40) -> str:
-        path = self.work_dir / "thriftserver.log"
-        try:
-            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
 
-def _command(spark_home: str, port: int, work_dir: Path, master: str = "local[2]",
-             extra_conf: Optional[Dict[str, str]] = None, jars: Sequence[Path] = ()) -> List[str]:
-    conf = {
+def server_conf(work_dir: Path) -> Dict[str, str]:
+    """The settings every server of the tests starts with (the Thrift Server, the Spark Connect
+    server): on loopback, no UI, its own warehouse and Derby metastore in `work_dir`."""
+    return {
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false",
@@ -118,8 +130,32 @@ def _command(spark_home: str, port: int, work_dir: Path, master: str = "local[2]
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={work_dir}",
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.session.timeZone": "UTC",
-        **(extra_conf or {}),
     }
+
+
+def wait_until_ready(server: Any, process: subprocess.Popen, answers: Callable[[], bool],
+                     what: str, poll_s: float = 1.0) -> None:
+    """Until `answers()` (its port open and a query answered), or fail with the end of the
+    server's log (it exited, or did not answer within STARTUP_TIMEOUT); stopped on failure."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"{what} exited with {process.returncode}:\n{server.log_tail()}")
+            if _port_open(server.port) and answers():
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} not ready on port {server.port} after "
+                                   f"{STARTUP_TIMEOUT:.0f}s:\n{server.log_tail()}")
+            time.sleep(poll_s)
+    except BaseException:
+        _stop(process)
+        raise
+
+
+def _command(spark_home: str, port: int, work_dir: Path, master: str = "local[2]",
+             extra_conf: Optional[Dict[str, str]] = None, jars: Sequence[Path] = ()) -> List[str]:
+    conf = {**server_conf(work_dir), **(extra_conf or {})}
     cmd = [os.path.join(spark_home, "bin", "spark-submit"),
            "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
            "--master", master,
@@ -180,21 +216,8 @@ def start_thrift_server(work_dir: Path, master: str = "local[2]",
                                start_new_session=True)
     log.close()
     server = ThriftServer(port=port, work_dir=work_dir, process=process)
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    try:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"Spark Thrift Server exited with {process.returncode}:\n"
-                                   f"{server.log_tail()}")
-            if _port_open(port) and _select_one(port):
-                return server
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Spark Thrift Server not ready on port {port} after "
-                                   f"{STARTUP_TIMEOUT:.0f}s:\n{server.log_tail()}")
-            time.sleep(1)
-    except BaseException:
-        _stop(process)
-        raise
+    wait_until_ready(server, process, lambda: _select_one(port), "Spark Thrift Server")
+    return server
 
 
 @pytest.fixture(scope="session")
