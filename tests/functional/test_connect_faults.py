@@ -188,11 +188,11 @@ def test_a_dead_runs_statement_is_interrupted_by_the_run_that_takes_over(project
     later, after it would have ended, nothing of it is there and every table equals its log."""
     pause = tmp_path / "pause"
     pause.mkdir()
-    running = project.run(wait=False, pause=f"{LOG_CHECKS_POINT}:{pause}", slow_ms=500)
+    running = project.run(wait=False, pause=f"{LOG_CHECKS_POINT}:{pause}", slow_ms=2000)
     _wait_for(pause / "reached", running, "its log checks")
     (pause / "release").touch()
-    # its staging under way on the server (20 rows, half a second each, 2 tasks): its job's
-    # output directory is there
+    # its staging under way on the server (20 rows, 2 seconds each, 2 tasks: 20 s, longer than
+    # the next run takes to start and take the lock over): its job's output directory is there
     _wait_for(project.tables.table_dir("appended__logstore_new"), running, "its staging")
     time.sleep(1)
     kill_group(running, "the dbt run")
@@ -201,5 +201,5 @@ def test_a_dead_runs_statement_is_interrupted_by_the_run_that_takes_over(project
     assert re.search(r"interrupted [1-9]\d* statement\(s\) that run still had on the Spark Connect "
                      r"server", " ".join(recovered.stdout.split())), recovered.stdout[-4000:]
     project.check("a run killed in its staging, interrupted by the next")
-    time.sleep(8)  # when the dead run's statement would have ended
+    time.sleep(20)  # when the dead run's statement would have ended
     project.check("seconds later")

@@ -112,9 +112,10 @@ def thrift_project(cluster, thrift_server, tmp_path_factory):
                    {}, server=thrift_server.result(timeout=600), profile={"kafka_client": "confluent"})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def connect_project(cluster, tmp_path_factory):
-    """On a Spark Connect server of the module's own (the connect method)."""
+    """On a Spark Connect server of its own (the connect method), stopped after its one test, so
+    that the module's later tests (the rolling restart) have the machine as before."""
     server = start_connect_server(tmp_path_factory.mktemp("restarts_connect"))
     try:
         made = Project(tmp_path_factory.mktemp("restarts_connect_project"), cluster,

@@ -51,7 +51,7 @@ def active_spark(handle: Any) -> Optional[Any]:
 
     if not isinstance(handle, SessionConnectionWrapper):
         return None
-    remote = getattr(handle.handle, "spark", None)
+    remote = getattr(getattr(handle, "handle", None), "spark", None)  # connect: its session
     if remote is not None:
         return remote
     from pyspark.sql import SparkSession
