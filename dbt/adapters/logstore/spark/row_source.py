@@ -49,11 +49,13 @@ def active_spark(handle: Any) -> Optional[Any]:
     Connect session, spark/connect.py), or None for other methods."""
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
+    from dbt.adapters.logstore.spark.connect import connection_of
+
     if not isinstance(handle, SessionConnectionWrapper):
         return None
-    remote = getattr(getattr(handle, "handle", None), "spark", None)  # connect: its session
+    remote = connection_of(handle)
     if remote is not None:
-        return remote
+        return remote.spark
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
