@@ -923,10 +923,10 @@ class FakeConsumer:
         self.fetched = False
         FakeConsumer.instances.append(self)
 
-    def end_offsets(self, partitions):
+    def end_offsets(self, partitions, timeout_ms=None):
         return {}  # not known: the reader reads until empty polls at the high watermark
 
-    def beginning_offsets(self, partitions):
+    def beginning_offsets(self, partitions, timeout_ms=None):
         return {}
 
     def partitions_for_topic(self, topic):

@@ -2,12 +2,14 @@
 settings, the control topic read to its end, offset ranges, end offsets and the live read, all
 handed out as log_system.LogRecord; client errors as ReaderError in plain words."""
 import pickle
+import time
 from collections import namedtuple
 
 import kafka
 import pytest
 from kafka.errors import KafkaTimeoutError
 
+from dbt.adapters.logstore.log.kafka import reading
 from dbt.adapters.logstore.log.kafka.reading import END_POLLS, KafkaLogReader
 from dbt.adapters.logstore.config.log_config import LogConfig
 from dbt.adapters.logstore.log.log_system import LogRecord, ReaderError
@@ -39,7 +41,7 @@ class FakeConsumer:
         if unknown:
             raise kafka.errors.KafkaConfigurationError(f"Unrecognized configs: {unknown}")
         self.config, self.calls, self.assigned, self.positions = config, [], [], {}
-        self.fetched, self.closed = False, False
+        self.fetched, self.closed, self.offset_timeouts = False, False, []
         FakeConsumer.instances.append(self)
 
     def partitions_for_topic(self, topic):
@@ -78,10 +80,15 @@ class FakeConsumer:
     def highwater(self, tp):
         return (max([m.offset + 1 for m in self._of(tp)], default=0)) if self.fetched else None
 
-    def end_offsets(self, tps):
+    def end_offsets(self, tps, timeout_ms=None):
+        self.offset_timeouts.append(timeout_ms)
+        if FakeConsumer.stale_leaders:  # a try whose metadata names a dead leader
+            FakeConsumer.stale_leaders -= 1
+            raise kafka.errors.KafkaTimeoutError(f"Failed to get offsets by timestamps in {timeout_ms} ms")
         return {tp: max([m.offset + 1 for m in self._of(tp)], default=0) for tp in tps}
 
-    def beginning_offsets(self, tps):
+    def beginning_offsets(self, tps, timeout_ms=None):
+        self.offset_timeouts.append(timeout_ms)
         return {tp: min([m.offset for m in self._of(tp)], default=0) for tp in tps}
 
     def close(self):
@@ -94,6 +101,7 @@ def consumer(monkeypatch):
     monkeypatch.setattr(FakeConsumer, "records", [])
     monkeypatch.setattr(FakeConsumer, "topics", {TOPIC: {0, 1}, CONTROL: {0}})
     monkeypatch.setattr(FakeConsumer, "fail_on_poll", None)
+    monkeypatch.setattr(FakeConsumer, "stale_leaders", 0, raising=False)
     monkeypatch.setattr(kafka, "KafkaConsumer", FakeConsumer)
     return FakeConsumer
 
@@ -162,7 +170,7 @@ def test_reading_to_the_end_stops_at_the_last_stable_offset(consumer, monkeypatc
 def test_a_transaction_left_open_ends_the_read_at_the_stable_offset(consumer, monkeypatch):
     # Apache Kafka: records past the stable offset are not served to read_committed readers
     consumer.records = [control(0), control(1), control(2)]
-    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps: {tp: 1 for tp in tps})
+    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps, timeout_ms=None: {tp: 1 for tp in tps})
     real_poll = FakeConsumer.poll
 
     def up_to_stable(self, timeout_ms=0):
@@ -183,7 +191,7 @@ def test_a_transaction_left_open_ends_the_read_at_the_stable_offset(consumer, mo
 def test_without_a_known_end_reading_waits_for_empty_polls_at_the_high_watermark(consumer, monkeypatch):
     consumer.records = [control(0)]
     calls = counted_polls(monkeypatch)
-    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps: {})
+    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps, timeout_ms=None: {})
     KafkaLogReader(log()).control_records()
     assert len(calls) == 1 + END_POLLS
 
@@ -193,7 +201,7 @@ def test_a_control_topic_whose_end_is_not_reached_is_a_reader_error(consumer, mo
     import time
 
     monkeypatch.setattr(FakeConsumer, "highwater", lambda self, tp: 10)  # never reached
-    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps: {tp: 10 for tp in tps})
+    monkeypatch.setattr(FakeConsumer, "end_offsets", lambda self, tps, timeout_ms=None: {tp: 10 for tp in tps})
     clock = itertools.count(0, 7.0)
     monkeypatch.setattr(time, "monotonic", lambda: next(clock))
     with pytest.raises(ReaderError, match=f"orders_model.*'{CONTROL}' to its end within 60 s"):
@@ -229,6 +237,19 @@ def test_end_offsets_per_partition_and_none_for_a_missing_topic(consumer):
     consumer.topics = {}
     assert KafkaLogReader(log()).end_offsets() == {}
     assert all(c.closed for c in consumer.instances)
+
+
+def test_offsets_are_read_in_short_tries_each_with_a_fresh_consumer(consumer):
+    # kafka-python does not refresh a try's metadata while it asks a dead leader: a try waits
+    # out its timeout, so tries are short and the next one (a fresh consumer) asks the new leader
+    consumer.records = [data(0, 0), data(0, 1), data(1, 0)]
+    consumer.stale_leaders = 2
+    started = time.monotonic()
+    assert KafkaLogReader(log()).offsets() == ({0: 0, 1: 0}, {0: 2, 1: 1})
+    assert time.monotonic() - started < 2  # the backoffs only: 0.1 + 0.2 s
+    assert len(consumer.instances) == 3 and all(c.closed for c in consumer.instances)
+    assert {t for c in consumer.instances for t in c.offset_timeouts} == {reading.OFFSETS_TRY_MS}
+    assert reading.OFFSETS_TRY_MS <= 5000  # several tries within the leader's move (~9 s)
 
 
 def test_the_live_read_feeds_control_and_data_records_apart(consumer):

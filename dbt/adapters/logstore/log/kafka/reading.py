@@ -20,6 +20,13 @@ POLL_MS = 200
 END_POLLS = 3
 # At a stable offset below the high watermark: this many empty polls (3 s) end the read there.
 HELD_BACK_POLLS = 15
+# One try at a partition's offsets. kafka-python's offsets lookup keeps asking the leader its
+# metadata named when the consumer started, and that metadata is not refreshed while the try
+# lasts: a consumer started just after the leader was killed waits out its whole timeout even
+# once the cluster has moved the leadership (about 9 s, broker.session.timeout.ms), so a read
+# took 15 s a try and failed a run in a rolling restart. Short tries, each a fresh consumer
+# with fresh metadata (retrying.with_retries), read the offsets as soon as the leader moved.
+OFFSETS_TRY_MS = 4000
 
 
 def _record(msg: Any) -> LogRecord:
@@ -91,7 +98,7 @@ class KafkaLogReader(LogReader):
             # Kafka: the records before it are all there is, and a few empty polls end the
             # read. (The embedded broker reports a stable offset that lags: the high watermark
             # and the empty polls decide there.)
-            stable = consumer.end_offsets([control]).get(control)
+            stable = consumer.end_offsets([control], OFFSETS_TRY_MS).get(control)
             consumer.seek_to_beginning(control)
             self.held_back = None
             found: List[LogRecord] = []
@@ -134,7 +141,8 @@ class KafkaLogReader(LogReader):
         consumer = self._consumer()
         try:
             partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
-            ends = consumer.end_offsets([TopicPartition(self.topic, p) for p in partitions]) \
+            ends = consumer.end_offsets([TopicPartition(self.topic, p) for p in partitions],
+                                       OFFSETS_TRY_MS) \
                 if partitions else {}
             return {tp.partition: int(offset) for tp, offset in ends.items()}
         finally:
@@ -155,7 +163,8 @@ class KafkaLogReader(LogReader):
                           for p in sorted(consumer.partitions_for_topic(self.topic) or [])]
             if not partitions:
                 return {}, {}
-            starts, ends = consumer.beginning_offsets(partitions), consumer.end_offsets(partitions)
+            starts = consumer.beginning_offsets(partitions, OFFSETS_TRY_MS)
+            ends = consumer.end_offsets(partitions, OFFSETS_TRY_MS)
             return ({tp.partition: int(o) for tp, o in starts.items()},
                     {tp.partition: int(o) for tp, o in ends.items()})
         finally:
