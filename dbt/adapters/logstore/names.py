@@ -11,6 +11,21 @@ elsewhere. A leaf: imports nothing from the package.
 # kafka.log_system creates it, the writers write it, its read side reads it for all readers).
 CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 
+# A project's run topic: one run record per dbt invocation that could change logged tables
+# (log/run_records.py), named after the dbt project unless the profile's `run_topic` names it.
+RUN_TOPIC_SUFFIX = "__logstore_runs"
+# The run record's writer id (its transactional id with TRANSACTIONAL_ID_PREFIX): one per
+# invocation, so two invocations of one project writing their records never fence each other.
+RUN_WRITER_PREFIX = "runs."
+
+
+def run_topic_for(project: str) -> str:
+    """The default run topic of dbt project `project` (a topic name: Kafka's legal characters)."""
+    import re
+
+    return re.sub(r"[^a-zA-Z0-9._-]", "_", project) + RUN_TOPIC_SUFFIX
+
+
 # Kafka transactional ids: this prefix plus the writer id (the writers write with it,
 # kafka.log_system fences with it); the broker fences an earlier writer of the same id, so a new version must keep it.
 TRANSACTIONAL_ID_PREFIX = "dbt-logstore."

@@ -216,6 +216,16 @@ class LogSystem(ABC):
         """The read side of the log (the profile's client properties applied): what recovery,
         the reader, `status` and logstore_changes() read it through."""
 
+    def write_run_record(self, log: LogConfig, topic: str, writer_id: str, key: bytes,
+                         value: bytes) -> None:
+        """Write one run record (log/run_records.py) to the project's run topic `topic` on
+        `log`'s cluster, creating the topic, committed on its own (`writer_id`)."""
+        raise NotImplementedError(f"the {self.name!r} log system keeps no run records")
+
+    def run_records(self, log: LogConfig, topic: str) -> List[LogRecord]:
+        """Every committed record of run topic `topic` on `log`'s cluster, in order."""
+        raise NotImplementedError(f"the {self.name!r} log system keeps no run records")
+
 
 _REGISTRY: Dict[str, Callable[[], LogSystem]] = {}
 # The built-in log systems, by the module and class that implement them: imported when first
@@ -279,7 +289,14 @@ class ModelLog:
     def open_reader(self) -> LogReader:
         return self.system.open_reader(self.config)
 
+    def write_run_record(self, topic: str, writer_id: str, key: bytes, value: bytes) -> None:
+        self.system.write_run_record(self.config, topic, writer_id, key, value)
+
+    def run_records(self, topic: str) -> List[LogRecord]:
+        return self.system.run_records(self.config, topic)
+
 
 def open_model_log(config: LogConfig) -> ModelLog:
     """`config`'s log on its log system (log.system): the one lookup of a model's run."""
     return ModelLog(config, get_log_system(config.system))
+

@@ -229,6 +229,27 @@ class KafkaLogSystem(LogSystem):
     def open_reader(self, log: LogConfig) -> LogReader:
         return KafkaLogReader(log, self.clients(log))
 
+    def write_run_record(self, log: LogConfig, topic: str, writer_id: str, key: bytes,
+                         value: bytes) -> None:
+        from kafka.errors import KafkaError
+
+        from dbt.adapters.logstore.log.kafka import run_topic
+
+        _with_admin(log, self.clients(log), lambda admin: run_topic.create_run_topic(admin, log, topic),
+                    "creating the run topic")
+        try:
+            run_topic.write_record(self.clients(log), topic, writer_id, key, value)
+        except KafkaError as exc:
+            raise _unreachable(log, self.clients(log), exc) from exc
+
+    def run_records(self, log: LogConfig, topic: str) -> "list[Any]":
+        from dbt.adapters.logstore.log.kafka import run_topic
+
+        try:
+            return run_topic.read_records(log, self.clients(log), topic)
+        except ReaderError as exc:  # already in plain words
+            raise DbtRuntimeError(str(exc)) from exc
+
     def sql_tasks(self, log: LogConfig, query: Any, changes_relation: str,
                   sink_relation: str) -> Optional[Any]:
         from dbt.adapters.logstore.log.kafka.spark_writer import SparkKafkaTasks, refusal

@@ -80,17 +80,22 @@ class KafkaLogReader(LogReader):
             raise self.failure(exc) from exc
 
     def control_records(self, timeout_seconds: float = 60.0) -> List[LogRecord]:
-        return self._talk(lambda: self._control_records(timeout_seconds),
-                          "reading the control topic")
+        return self.records_to_end(self.control_topic, timeout_seconds)
 
-    def _control_records(self, timeout_seconds: float) -> List[LogRecord]:
+    def records_to_end(self, topic: str, timeout_seconds: float = 60.0) -> List[LogRecord]:
+        """The committed records of one-partition topic `topic` (a control topic, a run topic),
+        read to its end; [] when it does not exist."""
+        return self._talk(lambda: self._records_to_end(topic, timeout_seconds),
+                          f"reading {'the control topic' if topic == self.control_topic else topic}")
+
+    def _records_to_end(self, topic: str, timeout_seconds: float) -> List[LogRecord]:
         from kafka import TopicPartition
 
         consumer = self._consumer()
         try:
-            if not consumer.partitions_for_topic(self.control_topic):
+            if not consumer.partitions_for_topic(topic):
                 return []
-            control = TopicPartition(self.control_topic, 0)
+            control = TopicPartition(topic, 0)
             consumer.assign([control])
             # Read to its end: past the last stable offset (what a read_committed reader may
             # read) and the high watermark, in one or two polls. A transaction left open (a
@@ -106,8 +111,8 @@ class KafkaLogReader(LogReader):
             while idle < END_POLLS:
                 if time.monotonic() > deadline:
                     raise ReaderError(
-                        f"Model '{self.model}': could not read the control topic "
-                        f"'{self.control_topic}' to its end within {timeout_seconds:.0f} s")
+                        f"Model '{self.model}': could not read the topic "
+                        f"'{topic}' to its end within {timeout_seconds:.0f} s")
                 batches = consumer.poll(timeout_ms=POLL_MS)
                 found.extend(_record(msg) for msg in batches.get(control, []))
                 caught_up = _caught_up(consumer, [control])
