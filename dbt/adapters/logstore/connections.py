@@ -9,7 +9,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.connections import SparkConnectionManager, SparkConnectionMethod
@@ -124,3 +124,21 @@ class LogstoreConnectionManager(SparkConnectionManager):
             logger.debug(str(getattr(getattr(response, "status", None), "errorMessage", None)
                              or getattr(exc, "msg", None) or exc))
             raise DbtRuntimeError(spark_cause(exc)) from None
+
+
+def debug_lines(credentials: Any) -> List[str]:
+    """`dbt debug`'s lines of the profile's log: reachable, topics creatable (one sentence on
+    failure, worded as dbt debug's check, not a model's)."""
+    from dbt.adapters.logstore.config.address import profile_log
+
+    log = profile_log(credentials)
+    if log is None:
+        return ["Kafka: no kafka_bootstrap_servers in the profile (each logged model must set "
+                "kafka.bootstrap.servers)"]
+    try:
+        from dbt.adapters.logstore.log.log_system import open_model_log
+
+        return open_model_log(log).check()
+    except DbtRuntimeError as exc:
+        from dbt.adapters.logstore.cli.error_wording import own_text, reworded
+        raise DbtRuntimeError(reworded(own_text(exc), "dbt debug", "dbt debug")) from None

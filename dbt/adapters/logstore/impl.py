@@ -17,18 +17,19 @@ from typing import Any, Dict, List, Mapping, Optional, Set
 
 from dbt.adapters.base import available
 from dbt.adapters.spark.impl import SparkAdapter
+from dbt.flags import get_flags  # dbt's own run flags (Jinja's `flags` lacks SAMPLE)
 from dbt_common.exceptions import DbtRuntimeError
-from dbt_common.invocation import get_invocation_id
+from dbt_common.invocation import get_invocation_id, get_invocation_started_at
 
 from dbt.adapters.logstore import faults, names
 from dbt.adapters.logstore.changes import checks as change_checks, diff as changes, retraction
-from dbt.adapters.logstore.commit import mirror, run_lock, run_modes, table_commit
+from dbt.adapters.logstore.commit import mirror, run_lock, run_modes, run_record, table_commit
 from dbt.adapters.logstore.commit import protocol as commit_protocol, snapshots as log_snapshots
 from dbt.adapters.logstore.commit.model_run import ModelRunState
-from dbt.adapters.logstore.config.address import profile_log, servers_setting_of, with_servers_setting
+from dbt.adapters.logstore.config.address import servers_setting_of, with_servers_setting
 from dbt.adapters.logstore.config.continuation import continue_stored_shape
 from dbt.adapters.logstore.config.log_config import LogConfig, ModelRef, check_all, node_config, resolve_log_config
-from dbt.adapters.logstore.connections import LogstoreConnectionManager
+from dbt.adapters.logstore.connections import LogstoreConnectionManager, debug_lines
 from dbt.adapters.logstore.log.lifecycle import identity, retention
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log.log_system import ModelLog, open_model_log
@@ -68,9 +69,8 @@ class LogstoreAdapter(SparkAdapter):
 
     @available
     def logstore_relation(self, target_relation: Any, kind: str) -> Any:
-        """The model's own relation `kind`: 'changes', or a staged one (names.STAGED_SUFFIXES).
-        An unknown kind fails here: looked up in a macro it would render as '' (dbt's Jinja
-        forgives unknown keys) and name the model's own table."""
+        """The model's own relation `kind`: 'changes', or a staged one (names.STAGED_SUFFIXES);
+        an unknown kind fails (Jinja would render it '', naming the model's own table)."""
         suffix = names.CHANGES_SUFFIX if kind == "changes" else names.STAGED_SUFFIXES.get(kind)
         if suffix is None:
             raise DbtRuntimeError(f"no relation of kind {kind!r}")
@@ -85,6 +85,7 @@ class LogstoreAdapter(SparkAdapter):
         nodes = getattr(macro_resolver, "nodes", None)
         if nodes:
             check_all(nodes.values(), self.logstore_config)
+            self._run_watch.watch(get_invocation_id(), nodes.values())
 
     @available
     def logstore_changeset_id(self, invocation_id: str, node: Any) -> str:
@@ -102,8 +103,6 @@ class LogstoreAdapter(SparkAdapter):
     def logstore_reduced_inputs(self) -> str:
         """The dbt flag of this run if it builds models from reduced inputs ('--empty',
         '--sample'), else '': then a logged model does not reach its log."""
-        from dbt.flags import get_flags  # dbt's own run flags (Jinja's `flags` lacks SAMPLE)
-
         return run_modes.reduced_inputs(get_flags()) or ""
 
     @available
@@ -243,13 +242,8 @@ class LogstoreAdapter(SparkAdapter):
         return ""
 
     def post_model_hook(self, config: Mapping[str, Any], context: Any) -> None:
-        for raw in self._run_state().landed:  # landed upstream changes: read and done
-            kind, _, name = raw.rpartition(" ")
-            try:
-                self.execute(leftovers.drop_sql(name, kind or "table"))
-            except Exception as exc:
-                logger.warning(f"could not drop {raw}: {exc}")
         state = self._run_state()
+        leftovers.drop_landed(self._catalog(), state.landed)
         if state.lock is not None and state.target is not None and not state.committed:
             try:  # a failed run: what it staged goes now, while it still holds the lock
                 table_commit.drop_what_a_failed_run_staged(self._catalog(), state.target, self.logstore_relation)
@@ -258,6 +252,10 @@ class LogstoreAdapter(SparkAdapter):
         self.logstore_release_lock()
         self._run_states.pop(threading.get_ident(), None)
         super().post_model_hook(config, context)
+
+    @property
+    def _run_watch(self) -> run_record.RunWatch:
+        return self.__dict__.setdefault("run_record_watch", run_record.RunWatch())
 
     @property
     def _run_states(self) -> Dict[int, ModelRunState]:
@@ -272,13 +270,9 @@ class LogstoreAdapter(SparkAdapter):
     # --- before the table changes --------------------------------------------------------
 
     def logstore_check_catalog(self, log: LogConfig, partition_by: Any) -> str:
-        """Refuse a partitioned logged model on Spark's in-memory catalog (not dbt-spark's): it
-        keeps a renamed table's old partition paths, so the staged table renamed in reads empty."""
-        spark = active_spark(self.connections.get_thread_connection().handle)
-        if spark is not None and partition_by:
-            catalog = spark.conf.get("spark.sql.catalogImplementation", "hive")
-            if catalog == "in-memory":
-                raise DbtRuntimeError(change_checks.in_memory_catalog_message(log.model))
+        """Refuse a partitioned logged model on Spark's in-memory catalog (change_checks)."""
+        handle = self.connections.get_thread_connection().handle
+        change_checks.check_catalog(log.model, partition_by, active_spark(handle))
         return ""
 
     def logstore_prepare(self, log: LogConfig) -> int:
@@ -431,6 +425,7 @@ class LogstoreAdapter(SparkAdapter):
             self._model_log(log), self._catalog(), self.connections.get_thread_connection().handle,
             str(changes_relation), target_relation, changeset, recovering, log_starts,
             committed_properties)
+        run_record.note_confirmed(log, changeset, snapshot)
         return mirror.response(log, snapshot, rows_affected, time.monotonic() - started)
 
     def logstore_snapshot_properties(self, response: mirror.LogstoreAdapterResponse, changeset: str) -> Dict[str, str]:
@@ -524,18 +519,20 @@ class LogstoreAdapter(SparkAdapter):
     def debug_query(self) -> None:
         """`dbt debug`: Spark answers, then the profile's Kafka is reachable and can create topics."""
         super().debug_query()
-        log = profile_log(self.config.credentials)
-        if log is None:
-            logger.info("Kafka: no kafka_bootstrap_servers in the profile (each logged model "
-                        "must set kafka.bootstrap.servers)")
-            return
-        try:
-            lines = open_model_log(log).check()
-        except DbtRuntimeError as exc:  # its subject is dbt debug's check, not a model
-            from dbt.adapters.logstore.cli.error_wording import own_text, reworded
-            raise DbtRuntimeError(reworded(own_text(exc), "dbt debug", "dbt debug")) from None
-        for line in lines:
+        for line in debug_lines(self.config.credentials):
             logger.info(line)
+
+    # --- the run record, as the invocation ends (commit/run_record.py) ---------------------
+
+    def cleanup_connections(self) -> None:
+        """dbt closes the connections as a run ends (and at other times): the run record of a
+        run that ran nodes is written then, once."""
+        super().cleanup_connections()
+        watch, flags = self._run_watch, get_flags()
+        if watch.due(get_invocation_id(), flags, self.logstore_reduced_inputs()):
+            run_record.record_the_run(watch, self.config.project_name, flags,
+                                      get_invocation_started_at().isoformat(),
+                                      self.logstore_config, open_model_log)
 
     # --- helpers -------------------------------------------------------------------------
 

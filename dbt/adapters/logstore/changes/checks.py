@@ -93,6 +93,15 @@ def not_unique(log: LogConfig, examples: List[Any]) -> DbtRuntimeError:
     )
 
 
+def check_catalog(model: str, partition_by: Any, spark: Any) -> None:
+    """Refuse a partitioned logged model on Spark's in-memory catalog (not dbt-spark's): it
+    keeps a renamed table's old partition paths, so the staged table renamed in reads empty.
+    `spark`: the session (None: a server's, whose catalog is its own)."""
+    if spark is not None and partition_by:
+        if spark.conf.get("spark.sql.catalogImplementation", "hive") == "in-memory":
+            raise DbtRuntimeError(in_memory_catalog_message(model))
+
+
 def in_memory_catalog_message(model: str) -> str:
     return (f"Model '{model}': a partitioned logged model needs Spark's Hive catalog, and this "
             f"session uses the in-memory one (spark.sql.catalogImplementation = in-memory), which "

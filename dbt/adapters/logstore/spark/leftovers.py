@@ -102,6 +102,17 @@ def drop_sql(relation: Any, kind: str = "table") -> str:
     return f"drop {kind} if exists {relation}" + (" purge" if kind == "table" else "")
 
 
+def drop_landed(catalog: Catalog, landed: List[str]) -> None:
+    """Drop a model run's landed upstream changes ("<kind> <name>"), read and done; one that
+    cannot be dropped is a warning (the model's run stands)."""
+    for raw in landed:
+        kind, _, name = raw.rpartition(" ")
+        try:
+            catalog.run(drop_sql(name, kind or "table"))
+        except Exception as exc:
+            logger.warning(f"could not drop {raw}: {exc}")
+
+
 def create_or_clear(catalog: Catalog, relation: Any, sql: str) -> None:
     """Create one of the adapter's own relations with `sql`. If a killed run left that
     relation's directory without a metastore entry, remove it and create again, saying what
