@@ -1,0 +1,75 @@
+"""Reading at a run: a project's run records (log/run_records.py), and each logged model's
+changes up to the snapshot a run record names for it, so several models are read as one cut
+(what the run left: every model as of the same moment of the project's history)."""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from dbt.adapters.logstore.log.log_system import open_model_log
+from dbt.adapters.logstore.log.run_records import RunRecord
+from dbt.adapters.logstore.names import run_topic_for
+from dbt.adapters.logstore.reading.reader import ChangeRecord, ChangelogReader, StartPoint, open_log, topic_log
+
+
+class NoSuchRun(LookupError):
+    pass
+
+
+def run_records(address: str, project: str, **client_properties: Any) -> List[RunRecord]:
+    """Every run record of dbt project `project` on the Kafka at `address`, oldest first
+    (`client_properties` as a profile's `kafka_properties`)."""
+    topic = run_topic_for(project)
+    log = topic_log(address, topic, **client_properties)
+    return [RunRecord.decode(r.value) for r in open_model_log(log).run_records(topic)]
+
+
+def run_at(records: Sequence[RunRecord], invocation: str = "latest") -> RunRecord:
+    """The run record of `invocation` (an invocation id, or 'latest': the last to end)."""
+    if not records:
+        raise NoSuchRun("no run record yet: a dbt run, build, seed or snapshot of a logged model "
+                        "writes one as it ends")
+    if invocation == "latest":
+        return records[-1]
+    for record in records:
+        if record.invocation_id == invocation:
+            return record
+    raise NoSuchRun(f"no run record of invocation '{invocation}' (the last: "
+                    f"{', '.join(r.invocation_id for r in records[-3:])})")
+
+
+def changes_at_run(address: str, record: RunRecord, model: str,
+                   **client_properties: Any) -> Iterator[ChangeRecord]:
+    """`model`'s confirmed changes from its log's start up to the snapshot `record` names for it
+    (none when it had no snapshot then): applied in order, the model's rows as of the run."""
+    at = record.model(model)
+    if not at.logged:
+        raise NoSuchRun(f"model '{at.name}' has no log: run {record.invocation_id} names it as "
+                        f"not logged")
+    if at.snapshot is None:
+        return iter(())
+    reader = ChangelogReader(open_log(address, str(at.topic), **client_properties))
+    return reader.changes(StartPoint("earliest"), up_to_snapshot=at.snapshot)
+
+
+def changes_between_runs(address: str, earlier: Optional[RunRecord], later: RunRecord,
+                         models: Sequence[str], **client_properties: Any
+                         ) -> Iterator[Tuple[str, List[ChangeRecord]]]:
+    """Per model (in the order given: upstream first keeps a join's inputs ahead of it), the
+    change sets after the snapshot `earlier` names (from the log's start without one) up to the
+    snapshot `later` names: (model name, that model's changes between the two cuts)."""
+    for name in models:
+        at = later.model(name)
+        before = earlier.model(name).snapshot if earlier is not None else None
+        if not at.logged or at.snapshot is None or (before is not None and before >= at.snapshot):
+            yield at.name, []
+            continue
+        reader = ChangelogReader(open_log(address, str(at.topic), **client_properties))
+        start = StartPoint("earliest") if before is None else StartPoint("snapshot", snapshot=before)  # after it
+        yield at.name, list(reader.changes(start, up_to_snapshot=at.snapshot))
+
+
+def summary(record: RunRecord) -> Dict[str, Any]:
+    """A run record as the CLI prints it (JSON)."""
+    return {"invocation_id": record.invocation_id, "command": record.command,
+            "started_at": record.started_at, "ended_at": record.ended_at,
+            "models": {m.name: {"did": m.did, "snapshot": m.snapshot} for m in record.models}}

@@ -1,0 +1,120 @@
+"""Run records (issue 54; docs/log-format.md, section 9), on the suite's Apache Kafka cluster:
+one record per dbt invocation that ran nodes, naming every logged model's latest confirmed
+snapshot as the invocation ended (the control topic's own) and what the invocation did to it;
+a plain model named as not logged; a failed model with its last good snapshot and its
+downstream skipped; `--empty` and `dbt test` write none; each model read up to the snapshot a
+record names is its table as of that run."""
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from dbt.tests.util import run_dbt
+
+from dbt.adapters.logstore.reading.replay import Replica
+from dbt.adapters.logstore.reading.runs import changes_at_run, changes_between_runs, run_at, run_records
+from tests.functional.contract import canonical, read_topic, table_state
+
+CUSTOMERS = """
+{{ config(materialized='table', unique_key='id', log_system='kafka') }}
+select id, concat('c', cast(id * {{ var('step', 1) }} as string)) as name from range(1, 20) as r(id)
+"""
+ORDERS = """
+{{ config(materialized='table', unique_key='id', log_system='kafka') }}
+select id, id % 19 + 1 as customer_id, id * {{ var('step', 1) }} as amount from range(1, 50) as r(id)
+"""
+GOLD = """
+{{ config(materialized='table', unique_key='customer_id', log_system='kafka') }}
+select c.id as customer_id, c.name, sum(o.amount) as total
+from {{ ref('customers') }} c join {{ ref('orders') }} o on o.customer_id = c.id
+{% if var('fail_gold', false) %} where no_such_column > 0 {% endif %}
+group by c.id, c.name
+"""
+GOLD_CHILD = """
+{{ config(materialized='table', unique_key='customer_id', log_system='kafka') }}
+select customer_id, total from {{ ref('gold') }}
+"""
+PLAIN = """
+{{ config(materialized='table') }}
+select 1 as id
+"""
+
+
+def invocation_of(project) -> str:
+    return json.loads((Path(project.project_root) / "target" / "run_results.json").read_text()
+                      )["metadata"]["invocation_id"]
+
+
+def last_confirmation(bootstrap, topic):
+    return json.loads(read_topic(bootstrap, topic + "__logstore_commits")[-1].value)
+
+
+def rows_at(bootstrap, record, model, types):
+    replica = Replica()
+    for change in changes_at_run(bootstrap, record, model):
+        replica.apply(change)
+    return Counter(canonical(row, types) for row in replica.rows())
+
+
+class TestRunRecords:
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"customers.sql": CUSTOMERS, "orders.sql": ORDERS, "gold.sql": GOLD,
+                "gold_child.sql": GOLD_CHILD, "plain.sql": PLAIN}
+
+    def test_a_record_per_run_names_every_model(self, project, kafka_bootstrap_servers):
+        bootstrap, schema = kafka_bootstrap_servers, project.test_schema
+        run_dbt(["run"])
+        first_invocation = invocation_of(project)
+        records = run_records(bootstrap, _project_name(project))
+        assert [r.invocation_id for r in records] == [first_invocation]
+        first = run_at(records)
+        assert first.command == "run"
+        assert {m.name: m.did for m in first.models} == {
+            "customers": "changed", "orders": "changed", "gold": "changed",
+            "gold_child": "changed", "plain": "not logged"}
+        for model in ("customers", "orders", "gold", "gold_child"):
+            at, confirmation = first.model(model), last_confirmation(bootstrap, f"{schema}.{model}")
+            assert at.topic == f"{schema}.{model}"
+            assert (at.snapshot, at.changeset) == (confirmation["snapshot"], first_invocation)
+            assert {str(p): o for p, o in at.end_offsets.items()} == confirmation["end_offsets"]
+        types, gold_after_first = table_state(f"{schema}.gold")
+
+        # a run of one model: it changed, the others keep their snapshots, named as not selected
+        run_dbt(["run", "--select", "customers", "--vars", json.dumps({"step": 2})])
+        second = run_at(run_records(bootstrap, _project_name(project)))
+        assert second.invocation_id == invocation_of(project) != first_invocation
+        assert second.selection.get("select") == ["customers"]
+        assert (second.model("customers").did, second.model("customers").snapshot) == ("changed", 2)
+        assert (second.model("orders").did, second.model("orders").snapshot) == ("not selected", 1)
+        assert second.model("gold").end_offsets == first.model("gold").end_offsets
+
+        # a failed model: its last good snapshot, and its downstream skipped
+        run_dbt(["run", "--vars", json.dumps({"step": 3, "fail_gold": True})], expect_pass=False)
+        third = run_at(run_records(bootstrap, _project_name(project)))
+        assert third.invocation_id == invocation_of(project)
+        assert (third.model("gold").did, third.model("gold").snapshot) == ("failed", 1)
+        assert (third.model("gold_child").did, third.model("gold_child").snapshot) == ("skipped", 1)
+        assert (third.model("orders").did, third.model("orders").snapshot) == ("changed", 2)
+
+        # runs that change no logged table write no record
+        count = len(run_records(bootstrap, _project_name(project)))
+        run_dbt(["run", "--empty"])
+        run_dbt(["compile"])
+        assert len(run_records(bootstrap, _project_name(project))) == count
+
+        # read at a run: each model as its table was then (gold as of the first run, though its
+        # inputs changed since; customers as of the third)
+        assert rows_at(bootstrap, first, "gold", types) == gold_after_first
+        types, customers_now = table_state(f"{schema}.customers")
+        assert rows_at(bootstrap, third, "customers", types) == customers_now
+        between = dict(changes_between_runs(bootstrap, first, third, ["customers", "orders", "gold"]))
+        assert {c.snapshot for c in between["customers"]} == {2, 3}
+        assert {c.snapshot for c in between["orders"]} == {2}
+        assert between["gold"] == []  # failed in the third run: no change since the first
+
+
+def _project_name(project) -> str:
+    import yaml
+
+    return yaml.safe_load((Path(project.project_root) / "dbt_project.yml").read_text())["name"]
