@@ -702,7 +702,7 @@ def test_no_crash_without_fault_injection(fake_system, crash_log):
 
 
 def test_logged_snapshot_only_when_the_table_holds_no_unlogged_commit():
-    from dbt.adapters.logstore.commit.snapshots import UnloggedCommit, logged_snapshot
+    from dbt.adapters.logstore.commit.table_snapshot import UnloggedCommit, logged_snapshot
 
     assert logged_snapshot({COMMITTED: "a", MIRRORED: "a", SNAPSHOT_ID: "7"}, "orders") == 7
     assert logged_snapshot({}, "orders") == 0  # never logged: nothing committed either

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore import faults
-from dbt.adapters.logstore.log.control_records import confirmation_record, parse_control_record
+from dbt.adapters.logstore.log.control_records import ModelInput, confirmation_record, parse_control_record
 from dbt.adapters.logstore.formats import (
     RecordEncoder, TableShape, connect_schema, debezium_transactions, get_format,
 )
@@ -144,16 +144,20 @@ class Attempt:
     snapshot_read: bool = False  # the change set is the table's rows as the log starts
     generation: int = 1  # the log's generation (lifecycle/generations.py)
     starts_generation: bool = False  # the change set is the generation's copy of the table
+    # the logged models the build read, at the snapshots it read (commit/model_inputs.py)
+    inputs: Optional[Tuple[ModelInput, ...]] = None
 
     @classmethod
     def new(cls, log: LogConfig, table: TableRef, previous: Snapshot, changeset: str,
             table_version: Optional[str] = None, columns: Tuple[Tuple[str, str], ...] = (),
             snapshot_read: bool = False, generation: int = 1,
-            starts_generation: bool = False) -> "Attempt":
+            starts_generation: bool = False,
+            inputs: Optional[Tuple[ModelInput, ...]] = None) -> "Attempt":
         # ts_ms is the table commit's time (a re-sent change set's too), as docs/log-format.md says
         ts_ms = table.committed_ms or int(time.time() * 1000)
         return cls(log, table, previous.id + 1, changeset, uuid.uuid4().hex, ts_ms,
-                   table_version, tuple(columns), snapshot_read, generation, starts_generation)
+                   table_version, tuple(columns), snapshot_read, generation, starts_generation,
+                   inputs)
 
     def encoder(self) -> RecordEncoder:
         """The log format's encoder for this attempt (formats/), with Kafka Connect's envelope
@@ -274,7 +278,7 @@ def _confirmation(attempt: Attempt, previous: Snapshot, into: Dict[str, Any],
         key, value = confirmation_record(attempt.log, attempt.table, attempt.snapshot_id,
                                          attempt.changeset, attempt.attempt, previous, result, writers,
                                          attempt.table_version, attempt.generation,
-                                         attempt.starts_generation)
+                                         attempt.starts_generation, attempt.inputs)
         into.update(parse_control_record(value))
         return key, value
     return confirm
@@ -304,13 +308,14 @@ def write_change_set(
     generation: int = 1,
     starts_generation: bool = False,
     model_log: Optional[ModelLog] = None,
+    inputs: Optional[Tuple[ModelInput, ...]] = None,
 ) -> Snapshot:
     """Stream one commit's records (`records` of the attempt: its records_sql, read) into the
     log as snapshot `previous.id + 1`, confirmed by a control record; all or nothing for
-    transactional logs. Each call is a new attempt. `columns`, `snapshot_read`, `generation` and
-    `starts_generation`: see Attempt; `model_log`: see opened."""
+    transactional logs. Each call is a new attempt. `columns`, `snapshot_read`, `generation`,
+    `starts_generation` and `inputs`: see Attempt; `model_log`: see opened."""
     attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read,
-                          generation, starts_generation)
+                          generation, starts_generation, inputs)
     writer = opened(log, model_log).open_writer(table.writer_id)
     confirmation: Dict[str, Any] = {}
     result = _written(writer, lambda: attempt.send_batches(writer, records(attempt), progress=progress),
@@ -344,6 +349,7 @@ def write_change_set_parallel(
     generation: int = 1,
     starts_generation: bool = False,
     model_log: Optional[ModelLog] = None,
+    inputs: Optional[Tuple[ModelInput, ...]] = None,
 ) -> Snapshot:
     """A change set written by parallel writers (Spark tasks, `run_tasks`), each committing its
     share with its own producer; the driver then writes the one confirmation, listing every
@@ -351,7 +357,7 @@ def write_change_set_parallel(
     only (docs/log-format.md) get each change once; the tasks' transactions commit separately,
     so a plain read_committed consumer may see the records of a task that was retried."""
     attempt = Attempt.new(log, table, previous, changeset, table_version, columns, snapshot_read,
-                          generation, starts_generation)
+                          generation, starts_generation, inputs)
     # The table's writer first: it fences a dead driver of an earlier run of this table.
     coordinator = opened(log, model_log).open_writer(table.writer_id)
     confirmation: Dict[str, Any] = {}
@@ -374,27 +380,3 @@ def opened(log: LogConfig, model_log: Optional[ModelLog]) -> ModelLog:
     here only for a change set written outside a model's run (tests, tools)."""
     return model_log.with_config(log) if model_log is not None else open_model_log(log)
 
-
-class UnloggedCommit(ValueError):
-    """A table holds a commit whose change set is not in its log yet."""
-
-
-def logged_snapshot(props: Mapping[str, str], model: str) -> int:
-    """The table's snapshot, when its rows are exactly what its log holds up to that snapshot
-    (what a reader may start from); else UnloggedCommit saying how to settle it."""
-    if props.get(COMMITTED) != props.get(MIRRORED):
-        raise UnloggedCommit(
-            f"'{model}' holds change set {props.get(COMMITTED)}, which is not in its log yet; run "
-            f"it, or dbt run-operation logstore_recover --args '{{model: {model}}}', first.")
-    return int(props.get(SNAPSHOT_ID) or 0)
-
-
-def readable_snapshot(props: Mapping[str, str], model: str) -> Tuple[int, Optional[str]]:
-    """The snapshot a hybrid read starts from and the table format's version holding its rows
-    (None for a plain table, read as it is). A table with versions (Iceberg, Delta) is read as
-    of the newest logged snapshot's version, so the read is exact even while a newer commit is
-    on its way to the log; a plain table only when its rows are what its log holds."""
-    version = props.get(SNAPSHOT_TABLE_VERSION) or None
-    if version is None:
-        return logged_snapshot(props, model), None
-    return int(props.get(SNAPSHOT_ID) or 0), version

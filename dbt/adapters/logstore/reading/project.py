@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from dbt.adapters.logstore.commit import snapshots as log_snapshots
+from dbt.adapters.logstore.commit import table_snapshot
 from dbt.adapters.logstore.spark import table_formats
 from dbt.adapters.logstore.spark.catalog import parse_properties
 from dbt.adapters.logstore.spark.engine_output import spark_running, stderr_to
@@ -202,8 +202,8 @@ class DbtProject:
         if props is None:
             raise ReaderError(f"Model '{model.name}': table {model.relation} does not exist yet.")
         try:
-            snapshot, version = log_snapshots.readable_snapshot(props, model.name)
-        except log_snapshots.UnloggedCommit as exc:
+            snapshot, version = table_snapshot.readable_snapshot(props, model.name)
+        except table_snapshot.UnloggedCommit as exc:
             raise ReaderError(f"Model {exc}") from None
         names, types = self.table_columns(model)
         images = continue_stored_shape(model.log, props)[0].images  # as this table's log writes them

@@ -11,7 +11,7 @@ from typing import Any, List, Optional
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.spark import leftovers, table_formats
-from dbt.adapters.logstore.commit import snapshots as log_snapshots
+from dbt.adapters.logstore.commit import table_snapshot
 from dbt.adapters.logstore import names
 from dbt.adapters.logstore.reading import source_changes
 from dbt.adapters.logstore.spark.catalog import Catalog, insert_batches_sql, logger
@@ -82,11 +82,11 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     upstream_props = catalog.properties(upstream_relation)
     upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
     try:
-        upstream_snapshot, version = log_snapshots.readable_snapshot(upstream_props, upstream_log.model)
+        upstream_snapshot, version = table_snapshot.readable_snapshot(upstream_props, upstream_log.model)
         plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
                                              reader.confirmations(), sources.get(upstream_id),
                                              upstream_snapshot, reader.log.start_offsets())
-    except (ReaderError, log_snapshots.UnloggedCommit) as exc:
+    except (ReaderError, table_snapshot.UnloggedCommit) as exc:
         raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
     raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)
     names_only = [name for name, _ in columns]
