@@ -1,8 +1,9 @@
-"""Run records (issue 54; docs/log-format.md, section 9), on the suite's Apache Kafka cluster:
+"""Run records and inputs (issue 54; docs/log-format.md, sections 3 and 9), on the suite's
+Apache Kafka cluster: each confirmation names the logged models its build read;
 one record per dbt invocation that ran nodes, naming every logged model's latest confirmed
 snapshot as the invocation ended (the control topic's own) and what the invocation did to it;
 a plain model named as not logged; a failed model with its last good snapshot and its
-downstream skipped; `--empty` and `dbt test` write none; each model read up to the snapshot a
+downstream skipped; `--empty` and `compile` write none; each model read up to the snapshot a
 record names is its table as of that run."""
 import json
 from collections import Counter
@@ -79,6 +80,13 @@ class TestRunRecords:
             assert (at.snapshot, at.changeset) == (confirmation["snapshot"], first_invocation)
             assert {str(p): o for p, o in at.end_offsets.items()} == confirmation["end_offsets"]
         types, gold_after_first = table_state(f"{schema}.gold")
+        # each confirmation names the logged models its build read, at the snapshots it read
+        gold = last_confirmation(bootstrap, f"{schema}.gold")
+        assert gold["inputs"] == [
+            {"name": "customers", "topic": f"{schema}.customers", "snapshot": 1},
+            {"name": "orders", "topic": f"{schema}.orders", "snapshot": 1}]
+        assert [i["name"] for i in last_confirmation(bootstrap, f"{schema}.gold_child")["inputs"]] == ["gold"]
+        assert last_confirmation(bootstrap, f"{schema}.customers")["inputs"] == []  # reads no log
 
         # a run of one model: it changed, the others keep their snapshots, named as not selected
         run_dbt(["run", "--select", "customers", "--vars", json.dumps({"step": 2})])

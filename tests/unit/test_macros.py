@@ -49,6 +49,7 @@ from dbt.adapters.logstore.commit.protocol import LogLost
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log.lifecycle.identity import Assessment
 from dbt.adapters.logstore.impl import LogstoreAdapter, ModelRunState
+from dbt.adapters.logstore.commit.run_record import RunWatch
 from dbt.adapters.logstore.commit.mirror import LogstoreAdapterResponse
 from dbt.adapters.logstore.config.log_config import LogConfigError, ModelRef, resolve_log_config
 
@@ -168,6 +169,12 @@ class FakeAdapter:
     def _run_state(self) -> ModelRunState:  # the model run's state, as impl.py keeps it
         return self.__dict__.setdefault("_state", ModelRunState())
 
+    # the invocation's manifest, as impl.py keeps it (no upstream nodes: no logged inputs)
+    _run_watch = RunWatch()
+
+    def _catalog(self):
+        return None  # never read: a model without logged inputs reads no table's properties
+
     def __init__(self, calls: List[Call], context: Dict[str, Any], catalog: Dict[str, str],
                  log_is_new: bool = False, pending: Optional[str] = None,
                  interrupted: Optional[str] = None, op_column: bool = False,
@@ -255,9 +262,11 @@ class FakeAdapter:
 
     # logstore's commit protocol: the real sequence (commit/protocol.py) over this fake's steps
     @recorded
-    def logstore_begin(self, log, target_relation, partition_by, invocation_id, changeset, resnapshot=False):
+    def logstore_begin(self, log, target_relation, partition_by, invocation_id, changeset, resnapshot=False,
+                       depends_on=None):
+        self.depends_on = depends_on  # what the macro handed over of the model's upstreams
         return LogstoreAdapter.logstore_begin(self, log, target_relation, partition_by, invocation_id,
-                                              changeset, resnapshot)
+                                              changeset, resnapshot, depends_on)
 
     @recorded
     def logstore_build_changes(self, log, changes_relation, new_relation, old_relation=None, scope_by=None,
@@ -1107,3 +1116,14 @@ def test_a_run_that_fails_its_checks_leaves_nothing_it_staged(monkeypatch):
     dropped = [str(c.args["relation"]) for c in h.all("adapter.drop_relation")]
     assert CHANGES in dropped and STAGING in dropped and TARGET not in dropped
     assert "orders__logstore_new" not in h.adapter.catalog and "orders" in h.adapter.catalog
+
+
+def test_a_models_build_hands_its_upstreams_to_begin_and_an_operation_none():
+    h = Harness("table", **kafka())
+    h.model["depends_on"] = {"nodes": ["model.p.customers", "source.p.raw.orders"]}
+    h.materialize()
+    assert h.adapter.depends_on == ["model.p.customers", "source.p.raw.orders"]
+    h = Harness("table", **kafka())
+    h.model["resource_type"] = "operation"  # run-operation logstore_resnapshot: not a build
+    h.materialize()
+    assert h.adapter.depends_on is None

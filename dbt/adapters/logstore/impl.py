@@ -23,7 +23,7 @@ from dbt_common.invocation import get_invocation_id, get_invocation_started_at
 
 from dbt.adapters.logstore import faults, names
 from dbt.adapters.logstore.changes import checks as change_checks, diff as changes, retraction
-from dbt.adapters.logstore.commit import mirror, run_lock, run_modes, run_record, table_commit
+from dbt.adapters.logstore.commit import mirror, model_inputs, run_lock, run_modes, run_record, table_commit
 from dbt.adapters.logstore.commit import protocol as commit_protocol, snapshots as log_snapshots
 from dbt.adapters.logstore.commit.model_run import ModelRunState
 from dbt.adapters.logstore.config.address import servers_setting_of, with_servers_setting
@@ -85,7 +85,7 @@ class LogstoreAdapter(SparkAdapter):
         nodes = getattr(macro_resolver, "nodes", None)
         if nodes:
             check_all(nodes.values(), self.logstore_config)
-            self._run_watch.watch(get_invocation_id(), nodes.values())
+            self._run_watch.watch(get_invocation_id(), nodes)
 
     @available
     def logstore_changeset_id(self, invocation_id: str, node: Any) -> str:
@@ -119,12 +119,14 @@ class LogstoreAdapter(SparkAdapter):
     # The adapter is the protocol's `steps`: the methods below these four.
 
     @available.parse_none
-    def logstore_begin(self, log: LogConfig, target_relation: Any, partition_by: Any,
-                       invocation_id: str, changeset: str, resnapshot: bool = False) -> int:
-        """Before anything changes: lock, the log checked and ready, a failed run settled, a new
-        log or generation started (commit_protocol.begin). Returns the topic's partition count."""
-        return commit_protocol.begin(self, log, target_relation, partition_by, invocation_id,
-                                     changeset, bool(resnapshot))
+    def logstore_begin(self, log: LogConfig, target_relation: Any, partition_by: Any, invocation_id: str,
+                       changeset: str, resnapshot: bool = False, depends_on: Any = None) -> int:
+        """Before anything changes: lock, log ready, a failed run settled, a log or generation
+        started (commit_protocol.begin); the logged inputs' snapshots read (model_inputs)."""
+        partitions = commit_protocol.begin(self, log, target_relation, partition_by, invocation_id, changeset, bool(resnapshot))
+        self._run_state().inputs = model_inputs.read_at_start(
+            self._catalog(), depends_on, self._run_watch.nodes, self.logstore_config)
+        return partitions
 
     @available.parse_none
     def logstore_build_changes(self, log: LogConfig, changes_relation: Any, new_relation: Any,
@@ -421,10 +423,11 @@ class LogstoreAdapter(SparkAdapter):
         """Write the committed change set to the log as the table's next snapshot (or, when
         recovering, adopt the snapshot an earlier attempt already confirmed)."""
         started = time.monotonic()
+        inputs = self._run_state().inputs
         snapshot = mirror.mirror_change_set(
             self._model_log(log), self._catalog(), self.connections.get_thread_connection().handle,
             str(changes_relation), target_relation, changeset, recovering, log_starts,
-            committed_properties)
+            committed_properties, inputs.settle(self._catalog()) if inputs and not recovering else None)
         run_record.note_confirmed(log, changeset, snapshot)
         return mirror.response(log, snapshot, rows_affected, time.monotonic() - started)
 

@@ -4,11 +4,12 @@ or, when a run recovers, the snapshot an earlier attempt already confirmed adopt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt.adapters.logstore.log.control_records import ModelInput
 from dbt.adapters.logstore.commit import snapshots as log_snapshots, parallel_mirror
 from dbt.adapters.logstore.spark import table_formats
 from dbt.adapters.logstore.spark.catalog import Catalog, logger
@@ -85,11 +86,13 @@ def snapshot_properties(response: LogstoreAdapterResponse, changeset: str,
 def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, changes_relation: str,
                       target_relation: Any, changeset: str, recovering: bool = False,
                       log_starts: bool = False,
-                      committed_properties: Optional[Mapping[str, str]] = None) -> log_snapshots.Snapshot:
+                      committed_properties: Optional[Mapping[str, str]] = None,
+                      inputs: Optional[Tuple[ModelInput, ...]] = None) -> log_snapshots.Snapshot:
     """The snapshot the table's committed change set (`changes_relation`) is in the log as.
     `model_log` is the run's log (the adapter resolved it); `handle` is the model thread's
     dbt-spark connection handle (the rows' way out of Spark); `committed_properties`: the
-    table's properties as its commit wrote them, when the caller knows they are all it has."""
+    table's properties as its commit wrote them, when the caller knows they are all it has;
+    `inputs`: the logged models the build read (commit/model_inputs.py), for its confirmation."""
     log = model_log.config
     props = (dict(committed_properties) if committed_properties is not None
              else catalog.properties(target_relation))
@@ -126,7 +129,7 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
             try:
                 return log_snapshots.write_change_set_parallel(
                     log, table, sql_tasks, previous, changeset, version, columns, snapshot_read,
-                    generation, snapshot_read, model_log)
+                    generation, snapshot_read, model_log, inputs)
             except SqlWriteUnconfirmed as exc:  # its records stay unconfirmed: the cursor goes on
                 logger.warning(f"{exc.msg} Writing the change set through the cursor instead.")
             finally:
@@ -138,7 +141,7 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
                     log, table,
                     parallel_mirror.spark_tasks(spark, changes_relation, log.parallelism, model_log),
                     previous, changeset, version, columns, snapshot_read, generation,
-                    snapshot_read, model_log)
+                    snapshot_read, model_log, inputs)
             return log_snapshots.write_change_set(
                 log, table,
                 lambda attempt: iter_column_batches(handle, changes_relation, attempt.records_sql),
@@ -146,6 +149,7 @@ def mirror_change_set(model_log: ModelLog, catalog: Catalog, handle: Any, change
                 progress=lambda n: logger.info(f"{log.model}: {n} changes written to {log.topic}"),
                 table_version=version, columns=columns, snapshot_read=snapshot_read,
                 generation=generation, starts_generation=snapshot_read, model_log=model_log,
+                inputs=inputs,
             )
 
         return written_once_more_if_interrupted(write, model_log, table.writer_id, changeset)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dbt.adapters.logstore.commit import run_lock
+from dbt.adapters.logstore.commit.model_inputs import InputsRead
 from dbt.adapters.logstore.config.log_config import LogConfig
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log.log_system import LogState, ModelLog, open_model_log
@@ -38,6 +39,7 @@ class ModelRunState:
     # the rows of each table this run staged, counted by its change set's check (nothing
     # changes a staged table between that check and its commit)
     staged_rows: Dict[str, int] = field(default_factory=dict)
+    inputs: Optional[InputsRead] = None  # the logged models its build reads, as it began
 
     def model_log(self, log: LogConfig) -> ModelLog:
         """The model's log for this run: its log system looked up once (log_system.ModelLog),

@@ -62,16 +62,16 @@ class RunWatch:
 
     def __init__(self) -> None:
         self.invocation_id: Optional[str] = None
-        self.nodes: List[Any] = []
+        self.nodes: Dict[str, Any] = {}  # the manifest's, by unique id
         self.statuses: Dict[str, str] = {}
         self.written: Optional[str] = None  # the invocation whose record is written
 
-    def watch(self, invocation_id: str, nodes: Iterable[Any]) -> None:
+    def watch(self, invocation_id: str, nodes: Mapping[str, Any]) -> None:
         from dbt_common.events.event_manager_client import get_event_manager
 
         if invocation_id != self.invocation_id:
             self.invocation_id, self.statuses = invocation_id, {}
-        self.nodes = list(nodes)
+        self.nodes = dict(nodes)
         callbacks = get_event_manager().callbacks  # reset by dbt as each invocation starts
         if self._heard not in callbacks:
             callbacks.append(self._heard)
@@ -194,7 +194,7 @@ def record_the_run(watch: RunWatch, project: str, flags: Any, started_at: str,
     watch.written = watch.invocation_id
     try:
         record, logs = build_run_record(
-            str(watch.invocation_id), project, args_of(flags), started_at, watch.nodes,
+            str(watch.invocation_id), project, args_of(flags), started_at, watch.nodes.values(),
             watch.statuses, log_of, lambda log: latest_confirmation(open_log(log)))
         write_run_record(record, logs, open_log)
     except DbtRuntimeError as exc:

@@ -31,18 +31,46 @@ class _Snapshot(Protocol):
     def end_offsets(self) -> Dict[int, int]: ...
 
 
+@dataclass(frozen=True)
+class ModelInput:
+    """A logged model a snapshot's build read (its `ref()`), in the snapshot's confirmation
+    (`inputs`, section 3): the input's snapshot as the build read it. `snapshot` None: which one
+    is not known (`read_between`: the snapshots read before and after the build, None where a
+    commit of the input was under way or not logged yet)."""
+
+    name: str
+    topic: str
+    snapshot: Optional[int]
+    read_between: Optional[Tuple[Optional[int], Optional[int]]] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        value: Dict[str, Any] = {"name": self.name, "topic": self.topic, "snapshot": self.snapshot}
+        if self.read_between is not None:
+            value["read_between"] = list(self.read_between)
+        return value
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> "ModelInput":
+        between = value.get("read_between")
+        return cls(name=str(value["name"]), topic=str(value["topic"]),
+                   snapshot=None if value.get("snapshot") is None else int(value["snapshot"]),
+                   read_between=None if between is None else (between[0], between[1]))
+
+
 def confirmation_record(log: LogConfig, table: _Table, snapshot_id: int, changeset: str,
                         attempt: str, previous: _Snapshot, result: WriteResult,
                         writers: Optional[Mapping[str, WriteResult]] = None,
                         table_version: Optional[str] = None, generation: int = 1,
-                        starts_generation: bool = False) -> Tuple[bytes, bytes]:
+                        starts_generation: bool = False,
+                        inputs: Optional[Sequence[ModelInput]] = None) -> Tuple[bytes, bytes]:
     """The control-topic record confirming one committed write attempt (see docs/log-format.md).
     `writers`: for a parallel attempt, what each writer (Spark task attempt) wrote.
     `table_version`: the table format's version (Iceberg snapshot id, Delta version) the
     table commit of the snapshot made, for a table format that has one. `generation`: the
     log's generation (lifecycle/generations.py); `starts_generation`: this snapshot is its
     complete copy of the table, starting per partition at its first record (or, where it wrote
-    none, at the partition's end)."""
+    none, at the partition's end). `inputs`: the logged models its build read (None: not known,
+    a change set written by recovery, whose build was another run's)."""
     end_offsets = dict(previous.end_offsets)
     end_offsets.update({p: nxt for p, (_, nxt) in result.offsets.items()})
     value: Dict[str, Any] = {
@@ -58,6 +86,8 @@ def confirmation_record(log: LogConfig, table: _Table, snapshot_id: int, changes
     if table_version is not None:
         value["table_version"] = table_version
     value["generation"] = generation
+    if inputs is not None:
+        value["inputs"] = [i.to_json() for i in sorted(inputs, key=lambda i: i.name)]
     if starts_generation:
         starts = {**end_offsets, **{p: first for p, (first, _) in result.offsets.items()}}
         value["generation_start"] = {str(p): o for p, o in sorted(starts.items())}
@@ -91,10 +121,11 @@ class Confirmation:
     generation: Optional[int] = None  # None: written before generations existed (generation 1)
     # a snapshot that starts a generation: per partition, where its complete copy starts
     generation_start: Optional[Dict[int, int]] = None
+    inputs: Optional[Tuple[ModelInput, ...]] = None  # None: not recorded (see confirmation_record)
 
     @classmethod
     def from_json(cls, value: Dict[str, Any]) -> "Confirmation":
-        writers = value.get("writers")
+        writers, inputs = value.get("writers"), value.get("inputs")
         starts = value.get("generation_start")
         return cls(table=value["table"], snapshot=int(value["snapshot"]), attempt=value["attempt"],
                    offsets={int(p): (a, b) for p, (a, b) in value["offsets"].items()},
@@ -105,7 +136,8 @@ class Confirmation:
                    table_version=value.get("table_version"),
                    generation=None if value.get("generation") is None else int(value["generation"]),
                    generation_start=None if starts is None else {
-                       int(p): int(o) for p, o in starts.items()})
+                       int(p): int(o) for p, o in starts.items()},
+                   inputs=None if inputs is None else tuple(ModelInput.from_json(i) for i in inputs))
 
     @classmethod
     def from_record(cls, value: bytes) -> "Confirmation":

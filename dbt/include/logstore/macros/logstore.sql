@@ -21,7 +21,10 @@
      is reachable and its topic exists; what a failed run left behind is settled; a log that
      starts now first receives the table's current rows. Returns the topic's partition count. --#}
 {% macro logstore_begin(log_config, target_relation, partition_by=none, resnapshot=false) -%}
-  {{ return(adapter.logstore_begin(log_config, target_relation, partition_by, invocation_id, logstore_changeset_id(), resnapshot)) }}
+  {#-- a model's build: the logged models it reads (their snapshots go into its confirmation) --#}
+  {%- set built = model is defined and model.get('resource_type') in ('model', 'seed', 'snapshot') -%}
+  {%- set depends_on = (model.get('depends_on') or {}).get('nodes', []) if built else none -%}
+  {{ return(adapter.logstore_begin(log_config, target_relation, partition_by, invocation_id, logstore_changeset_id(), resnapshot, depends_on)) }}
 {%- endmacro %}
 
 

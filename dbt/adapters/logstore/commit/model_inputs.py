@@ -1,0 +1,90 @@
+"""A model's inputs (issue 54): which snapshot of each logged model it `ref()`s its build read,
+recorded in its confirmation (log/control_records.ModelInput), so a consumer can check that
+gold@7 came from customers@12 without any run record.
+
+How it is known: an input's snapshot is in its table's properties (SNAPSHOT_ID), read as the
+model's run begins and again before its log write. The same snapshot both times, with no commit
+under way or unlogged in between, is the one the build read: the input's rows change only by a
+commit, and a commit changes the property (or first sets the intent a statement commit writes
+before its rows). Anything else is named as not known, never guessed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from dbt.adapters.logstore.config.log_config import LogConfig, node_field
+from dbt.adapters.logstore.log.control_records import ModelInput
+from dbt.adapters.logstore.commit.table_snapshot import input_snapshot
+from dbt.adapters.logstore.spark.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class InputTable:
+    name: str
+    topic: str
+    relation: str
+
+
+def logged_inputs(depends_on: Iterable[str], nodes: Mapping[str, Any],
+                  log_of: Callable[[Any], LogConfig]) -> List[InputTable]:
+    """The logged models among a model's `depends_on` nodes (`nodes`: the manifest's, by id)."""
+    found = []
+    for uid in sorted(set(depends_on)):
+        node = nodes.get(uid)
+        if node is None or str(node_field(node, "resource_type")) not in ("model", "seed", "snapshot"):
+            continue
+        log = log_of(node)
+        if log.enabled:
+            alias = node_field(node, "alias") or node_field(node, "name")
+            found.append(InputTable(str(node_field(node, "name")), str(log.topic),
+                                    f"{node_field(node, 'schema')}.{alias}"))
+    return found
+
+
+def read(catalog: Catalog, inputs: List[InputTable]) -> Dict[str, Optional[int]]:
+    """Each input's snapshot now (one `show tblproperties` each)."""
+    found: Dict[str, Optional[int]] = {}
+    for table in inputs:
+        try:
+            props: Optional[Dict[str, str]] = catalog.properties(table.relation)
+        except Exception:  # noqa: BLE001 - a missing or unreadable table: not known
+            props = None
+        found[table.name] = input_snapshot(props)
+    return found
+
+
+@dataclass
+class InputsRead:
+    """A model run's logged inputs and their snapshots as the run began."""
+
+    tables: List[InputTable]
+    before: Dict[str, Optional[int]]
+
+    def settle(self, catalog: Catalog) -> Tuple[ModelInput, ...]:
+        """Read again after the build: what the confirmation says of each input."""
+        if not self.tables:
+            return ()
+        return settled(self.tables, self.before, read(catalog, self.tables))
+
+
+def read_at_start(catalog: Catalog, depends_on: Optional[Iterable[str]], nodes: Mapping[str, Any],
+                  log_of: Callable[[Any], LogConfig]) -> Optional[InputsRead]:
+    """A model run's inputs as it begins (None: not a model's build, e.g. a recovery)."""
+    if depends_on is None:
+        return None
+    tables = logged_inputs(depends_on, nodes, log_of)
+    return InputsRead(tables, read(catalog, tables))
+
+
+def settled(inputs: List[InputTable], before: Mapping[str, Optional[int]],
+            after: Mapping[str, Optional[int]]) -> Tuple[ModelInput, ...]:
+    """What the confirmation says of each input: its snapshot when read the same before and
+    after the build, else not known (with both readings)."""
+    said = []
+    for table in inputs:
+        first, last = before.get(table.name), after.get(table.name)
+        if first is not None and first == last:
+            said.append(ModelInput(table.name, table.topic, first))
+        else:
+            said.append(ModelInput(table.name, table.topic, None, (first, last)))
+    return tuple(said)

@@ -1,0 +1,71 @@
+"""A model's inputs (commit/model_inputs.py): the logged models among its upstreams, and what
+its confirmation says of each: the snapshot read the same before and after the build, else not
+known, never guessed (a commit under way, a commit not logged yet, a change in between)."""
+from types import SimpleNamespace
+
+from dbt.adapters.logstore.commit import model_inputs
+from dbt.adapters.logstore.commit.table_snapshot import input_snapshot
+from dbt.adapters.logstore.log.control_records import Confirmation, ModelInput
+from dbt.adapters.logstore.names import COMMITTED, INTENT, MIRRORED, SNAPSHOT_ID
+
+NODES = {
+    "model.p.customers": {"name": "customers", "alias": "customers", "schema": "s", "resource_type": "model", "logged": True},
+    "model.p.orders": {"name": "orders", "alias": "orders_v2", "schema": "s", "resource_type": "model", "logged": True},
+    "model.p.plain": {"name": "plain", "schema": "s", "resource_type": "model", "logged": False},
+}
+
+
+def log_of(node):
+    return SimpleNamespace(enabled=node["logged"], topic=f"t.{node['name']}")
+
+
+class Catalog:
+    def __init__(self, props):
+        self.props, self.read = props, []
+
+    def properties(self, relation):
+        self.read.append(relation)
+        if relation not in self.props:
+            raise RuntimeError("Table or view not found")
+        return self.props[relation]
+
+
+def logged(snapshot, committed="a", mirrored="a", intent=None):
+    props = {SNAPSHOT_ID: str(snapshot), COMMITTED: committed, MIRRORED: mirrored}
+    return {**props, INTENT: intent} if intent else props
+
+
+def test_only_logged_models_are_inputs_read_by_their_own_relation():
+    found = model_inputs.logged_inputs(
+        ["model.p.plain", "model.p.orders", "source.p.raw.x", "model.p.customers"], NODES, log_of)
+    assert [(t.name, t.topic, t.relation) for t in found] == [
+        ("customers", "t.customers", "s.customers"), ("orders", "t.orders", "s.orders_v2")]
+
+
+def test_the_snapshot_a_table_holds_or_not_known():
+    assert input_snapshot(logged(7)) == 7
+    assert input_snapshot(logged(7, intent="a")) == 7  # its last statement commit, done
+    assert input_snapshot(logged(7, intent="b")) is None  # a statement commit under way
+    assert input_snapshot(logged(7, committed="b")) is None  # committed, not logged yet
+    assert input_snapshot(None) is None  # missing
+
+
+def test_an_input_read_the_same_before_and_after_is_named_else_not_known():
+    catalog = Catalog({"s.customers": logged(12), "s.orders_v2": logged(9)})
+    read = model_inputs.read_at_start(catalog, ["model.p.customers", "model.p.orders"], NODES, log_of)
+    catalog.props["s.orders_v2"] = logged(10)  # orders changed while the build read it
+    assert read.settle(catalog) == (ModelInput("customers", "t.customers", 12),
+                                    ModelInput("orders", "t.orders", None, (9, 10)))
+    assert catalog.read == ["s.customers", "s.orders_v2"] * 2  # two statements an input
+    assert model_inputs.read_at_start(catalog, None, NODES, log_of) is None  # not a build
+    none = model_inputs.read_at_start(catalog, ["model.p.plain"], NODES, log_of)
+    assert none.settle(catalog) == ()  # no logged input: read nothing more
+
+
+def test_inputs_in_a_confirmation_read_back():
+    value = {"table": "s.gold", "snapshot": 7, "attempt": "x", "offsets": {}, "inputs": [
+        ModelInput("customers", "t.customers", 12).to_json(),
+        ModelInput("orders", "t.orders", None, (9, 10)).to_json()]}
+    assert Confirmation.from_json(value).inputs == (ModelInput("customers", "t.customers", 12),
+                                                    ModelInput("orders", "t.orders", None, (9, 10)))
+    assert Confirmation.from_json({**value, "inputs": None}).inputs is None
