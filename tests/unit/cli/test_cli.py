@@ -7,7 +7,7 @@ import socket
 import pytest
 from dbt_common.exceptions import DbtRuntimeError
 
-from dbt.adapters.logstore.cli import commands as cli
+from dbt.adapters.logstore.cli import commands as cli, reading_commands
 from dbt.adapters.logstore.reading import reader
 from dbt.adapters.logstore.__version__ import version
 from dbt.adapters.logstore.cli.broker import DEFAULT_HOST, DEFAULT_PORT, Listener, free_port, listener
@@ -41,7 +41,7 @@ def test_parse_tail_json():
     assert args.start == "earliest" and not args.follow and not args.normalize
     assert args.idle_seconds == 1.0
     assert args.project_dir == "." and args.profiles_dir is None
-    assert args.func is cli._tail
+    assert args.func is reading_commands.tail
 
 
 def test_parse_tail_options(tmp_path):
@@ -58,7 +58,7 @@ def test_parse_tail_options(tmp_path):
 
 def test_parse_status(tmp_path):
     args = build_parser().parse_args(["status", "--verify", "--project-dir", str(tmp_path)])
-    assert args.func is cli._status and args.verify and args.project_dir == str(tmp_path)
+    assert args.func is reading_commands.status and args.verify and args.project_dir == str(tmp_path)
 
 
 # the arguments' checks (argparse types): before anything connects
@@ -467,7 +467,7 @@ def _failing(monkeypatch, exc):
         print("a record", flush=True)
         raise exc
 
-    monkeypatch.setattr(cli, "_tail", tail)
+    monkeypatch.setattr(reading_commands, "tail", tail)
 
 
 @pytest.mark.parametrize("exc, code, line", [
@@ -523,7 +523,7 @@ class _Project:
 def test_unknown_and_unlogged_models_are_usage_errors(monkeypatch, tmp_path, capsys, name, line):
     (tmp_path / "dbt_project.yml").write_text("name: p\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "_project", lambda args: _Project())
+    monkeypatch.setattr(reading_commands, "project_of", lambda args: _Project())
     assert main(["tail", name, "--json"]) == 2
     assert capsys.readouterr().err.splitlines() == [line]
 

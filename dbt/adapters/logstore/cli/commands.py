@@ -9,15 +9,14 @@ missing). `--debug` shows the traceback before that line."""
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
 import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 from dbt.adapters.logstore.__version__ import version as __version__
+import dbt.adapters.logstore.cli.reading_commands as reading_commands
 from dbt.adapters.logstore.cli.broker import (
     DEFAULT_HOST, DEFAULT_PORT, DEFAULT_STATE_DIR, BrokerError, EmbeddedBroker, listener, port_open,
 )
@@ -43,7 +42,6 @@ from dbt.adapters.logstore.cli.endings import Interrupts, children, interrupted,
 from dbt.adapters.logstore.cli.arguments import (  # noqa: E402
     _Parser, bootstrap_servers, host, port, profiles_dir, project_dir, seconds,
 )
-from dbt.adapters.logstore.reading.replay import GENERATION_STARTS  # noqa: E402
 
 
 def _broker(args: argparse.Namespace) -> int:
@@ -82,10 +80,6 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-def _format_image(image: Optional[dict]) -> str:
-    return "-" if image is None else json.dumps(image, ensure_ascii=False, default=str)
 
 
 def parse_vars(text: Optional[str]) -> Dict[str, Any]:
@@ -138,128 +132,6 @@ def exit_code(exc: BaseException) -> int:
     from dbt.adapters.logstore.reading.reader import UsageError
 
     return USAGE_ERROR if isinstance(exc, (UsageError, ProfileFieldError)) else FAILURE
-
-
-def _project(args: argparse.Namespace) -> Any:
-    from dbt.adapters.logstore.reading.project import DbtProject
-
-    # what Spark, its JVM and Derby print goes to the project's log directory, not the terminal
-    engine_log = Path(args.project_dir) / "logs" / "dbt-logstore-engine.log"
-    project = DbtProject(args.project_dir, args.profiles_dir, args.target, args.vars,
-                         engine_log=engine_log)
-    # every profile field, as `dbt run` and `dbt debug` check it, before the project is parsed
-    from dbt.adapters.logstore.config.profile_checks import check_project_profile
-
-    check_project_profile(project.project_dir, project.profiles_dir, project.target, project.vars)
-    return project
-
-
-def has_project(project_dir: str) -> bool:
-    return (Path(project_dir) / "dbt_project.yml").is_file()
-
-
-def _changes(args: argparse.Namespace) -> Iterator[Any]:
-    """The changes `tail` prints: of a logged model of the dbt project (resolved through its
-    manifest and profile), or of a topic named with --bootstrap-servers. What was asked is
-    checked here, before anything is read or printed (so a usage error ends the command
-    before its header line); the reading starts at the first next()."""
-    from dbt.adapters.logstore.config.address import CLI_SERVERS, with_servers_setting
-    from dbt.adapters.logstore.reading.reader import (
-        StartPoint, UsageError, hybrid_read, read_changelog, topic_log,
-    )
-
-    start = StartPoint.parse(args.start)
-    if args.bootstrap_servers is not None:  # a topic
-        if start.kind == "latest-full":
-            raise UsageError("--from latest-full reads the table too: name a model of the dbt "
-                             "project instead of a topic.")
-        log = with_servers_setting(topic_log(args.bootstrap_servers, args.name), CLI_SERVERS)
-        return read_changelog(log, start=start, follow=args.follow, normalize=args.normalize,
-                              idle_seconds=args.idle_seconds)
-    if not has_project(args.project_dir):
-        raise UsageError(f"No dbt project at {Path(args.project_dir).resolve()} (no "
-                         f"dbt_project.yml) to find the model '{args.name}' in: run the command "
-                         f"in the project's directory or pass --project-dir, or read a topic of "
-                         f"that name with --bootstrap-servers HOST:PORT "
-                         f"(e.g. {DEFAULT_HOST}:{DEFAULT_PORT}).")
-    project = _project(args)
-    model = project.model(args.name)
-    if model is None:
-        logged = ", ".join(m.name for m in project.logged_models()) or "none"
-        if project.has_loggable(args.name):
-            raise UsageError(f"Model '{args.name}' is not logged (logged models: {logged}): "
-                             f"set log_system='kafka' in its config and run it, or name a "
-                             f"logged model.")
-        raise UsageError(f"'{args.name}' is not a model of the dbt project at "
-                         f"{project.project_dir} (logged models: {logged}): check the name, or "
-                         f"pass --bootstrap-servers to read a topic of that name.")
-    if start.kind != "latest-full":  # the model's log, on the log system its config names
-        return read_changelog(model.log, start=start, follow=args.follow,
-                              normalize=args.normalize, idle_seconds=args.idle_seconds,
-                              table=model.table_id)
-
-    def table_then_log() -> Iterator[Any]:
-        with project.connection():
-            snapshot, rows = project.snapshot_rows(model)
-            yield from hybrid_read(rows, snapshot, model.log, follow=args.follow,
-                                   normalize=args.normalize, idle_seconds=args.idle_seconds,
-                                   table=model.table_id)
-
-    return table_then_log()
-
-
-def _tail(args: argparse.Namespace) -> int:
-    changes = _changes(args)  # a usage error ends the command before the header line
-    first = next(changes, None)  # the read is open (or failed) before anything is printed
-    if not args.json:
-        print(f"{'snap':>4} {'part':>4} {'offset':>6}  op  key / before -> after", flush=True)
-    if first is None:
-        return 0
-    try:
-        for r in itertools.chain([first], changes):
-            if args.json:
-                print(json.dumps({"snapshot": r.snapshot, "partition": r.partition,
-                                  "offset": r.offset, "key": r.key, "op": r.op,
-                                  "before": r.before, "after": r.after},
-                                 ensure_ascii=False, default=str), flush=True)
-            else:
-                what = (f"generation {r.generation} starts: rows changed before it are superseded"
-                        if r.op == GENERATION_STARTS else f"{_format_image(r.key)}  "
-                        f"{_format_image(r.before)} -> {_format_image(r.after)}")
-                print(f"{r.snapshot:>4} {r.partition:>4} {r.offset:>6}  {r.op:<2}  {what}", flush=True)
-    except KeyboardInterrupt:  # --follow ends with Ctrl-C, once its changes are printing
-        if not args.follow:
-            raise
-    return 0
-
-
-def _status(args: argparse.Namespace) -> int:
-    from dbt.adapters.logstore.reading.status import model_status
-
-    project = _project(args)
-    with project.connection():
-        statuses = [model_status(project, m, verify=args.verify) for m in project.logged_models()]
-    if args.json:
-        for s in statuses:
-            print(json.dumps(s.as_dict(), default=str))
-    else:
-        print(f"{'model':<24} {'topic':<28} {'table':>5} {'log':>5} {'records':>8}  state")
-        for s in statuses:
-            state = "agree" if s.agree else "DISAGREE: " + "; ".join(s.problems)
-            print(f"{s.model:<24} {s.topic:<28} {_num(s.table_snapshot):>5} "
-                  f"{_num(s.log_snapshot):>5} {s.records:>8}  {state}")
-            if s.table_offsets:
-                print(f"{'':<24} offsets after snapshot {s.table_snapshot}: {s.table_offsets}")
-            if s.generation is not None:
-                start = s.start or "none (no complete copy of the table is left in the log)"
-                print(f"{'':<24} generation {s.generation}; a consumer reaches the table from: {start}")
-            for warning in s.warnings:
-                print(f"{'':<24} warning: {warning}")
-    return 0 if all(s.agree for s in statuses) else 1
-
-
-def _num(value: Optional[int]) -> str:
-    return "-" if value is None else str(value)
 
 
 def _project_options(parser: argparse.ArgumentParser) -> None:
@@ -328,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "exit codes: 0 done; 1 failed (the broker unreachable, a login refused, the\n"
                     "topic missing); 2 bad arguments or --vars, no dbt project, a model that is\n"
                     "not logged",
-                    "dbt-logstore tail orders --from snapshot:3 --json   # a model of ./",
+                    "dbt-logstore tail orders --at-run latest --json   # ./'s model, as its last run left it",
                     "dbt-logstore tail shop.orders --bootstrap-servers 127.0.0.1:9092"))
     tail.add_argument("name", metavar="MODEL|TOPIC",
                       help="a logged model of the dbt project, or a topic with --bootstrap-servers")
@@ -337,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "ISO-8601), latest-full (the table's rows, then its changes), "
                            "latest-generation or generation:N (the log's complete copy of the "
                            "table, then its changes)")
+    tail.add_argument("--at-run", default=None, metavar="latest|INVOCATION_ID",
+                      help="the model as a dbt run left it: its changes up to the snapshot that "
+                           "run's record names (a model of the project; not with --from, --follow)")
     tail.add_argument("--follow", "-f", action="store_true",
                       help="keep reading new changes (Ctrl-C ends) instead of stopping at the end")
     tail.add_argument("--normalize", action="store_true",
@@ -351,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="without --follow: stop after this many seconds without new records "
                            "at the end (default: 1; 0 or more)")
     _project_options(tail)
-    tail.set_defaults(func=_tail)
+    tail.set_defaults(func=reading_commands.tail)
 
     status = sub.add_parser(
         "status", parents=[debug], help="each logged model: topic, snapshots, records, and "
@@ -367,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also compare content: replay each log against its table")
     status.add_argument("--json", action="store_true", help="one JSON object per model")
     _project_options(status)
-    status.set_defaults(func=_status)
+    status.set_defaults(func=reading_commands.status)
     return parser
 
 

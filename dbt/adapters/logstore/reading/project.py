@@ -132,6 +132,11 @@ class DbtProject:
             self._adapter.set_macro_resolver(self.manifest)
         return self._adapter
 
+    @property
+    def project_name(self) -> str:
+        """The `name` of dbt_project.yml (its run topic's: names.run_topic_for)."""
+        return str(self.adapter.config.project_name)
+
     def logged_models(self) -> List[LoggedModel]:
         models = []
         for node in self.manifest.nodes.values():

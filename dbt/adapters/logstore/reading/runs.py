@@ -3,23 +3,31 @@ changes up to the snapshot a run record names for it, so several models are read
 (what the run left: every model as of the same moment of the project's history)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from dbt.adapters.logstore.config.log_config import LogConfig
 
 from dbt.adapters.logstore.log.log_system import open_model_log
 from dbt.adapters.logstore.log.run_records import RunRecord
 from dbt.adapters.logstore.names import run_topic_for
-from dbt.adapters.logstore.reading.reader import ChangeRecord, ChangelogReader, StartPoint, open_log, topic_log
+from dbt.adapters.logstore.reading.reader import (
+    ChangeRecord, ChangelogReader, StartPoint, UsageError, open_log, topic_log,
+)
 
 
-class NoSuchRun(LookupError):
-    pass
+class NoSuchRun(UsageError):
+    """The run or model asked for is not in the project's run records (a usage error: the
+    command line asked for what is not there)."""
 
 
-def run_records(address: str, project: str, **client_properties: Any) -> List[RunRecord]:
-    """Every run record of dbt project `project` on the Kafka at `address`, oldest first
-    (`client_properties` as a profile's `kafka_properties`)."""
+def run_records(log: Union[LogConfig, str], project: str, **client_properties: Any) -> List[RunRecord]:
+    """Every run record of dbt project `project`, oldest first: on the cluster of `log` (a
+    model's LogConfig: its log system and client settings) or at the address `log` names
+    (bootstrap servers; `client_properties` as a profile's `kafka_properties`)."""
     topic = run_topic_for(project)
-    log = topic_log(address, topic, **client_properties)
+    if isinstance(log, str):
+        log = topic_log(log, topic, **client_properties)
     return [RunRecord.decode(r.value) for r in open_model_log(log).run_records(topic)]
 
 
@@ -37,17 +45,20 @@ def run_at(records: Sequence[RunRecord], invocation: str = "latest") -> RunRecor
                     f"{', '.join(r.invocation_id for r in records[-3:])})")
 
 
-def changes_at_run(address: str, record: RunRecord, model: str,
-                   **client_properties: Any) -> Iterator[ChangeRecord]:
+def changes_at_run(log: Union[LogConfig, str], record: RunRecord, model: str,
+                   table: Optional[str] = None, **client_properties: Any) -> Iterator[ChangeRecord]:
     """`model`'s confirmed changes from its log's start up to the snapshot `record` names for it
-    (none when it had no snapshot then): applied in order, the model's rows as of the run."""
+    (none when it had no snapshot then): applied in order, the model's rows as of the run.
+    `log`: the model's LogConfig, or the address of its topic (as run_records takes it)."""
     at = record.model(model)
     if not at.logged:
         raise NoSuchRun(f"model '{at.name}' has no log: run {record.invocation_id} names it as "
                         f"not logged")
     if at.snapshot is None:
         return iter(())
-    reader = ChangelogReader(open_log(address, str(at.topic), **client_properties))
+    if isinstance(log, LogConfig) and str(log.topic) != at.topic:  # the topic it had then
+        log = replace(log, topic=at.topic)
+    reader = ChangelogReader(open_log(log, str(at.topic), **client_properties), table)
     return reader.changes(StartPoint("earliest"), up_to_snapshot=at.snapshot)
 
 
