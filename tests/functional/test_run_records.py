@@ -6,6 +6,8 @@ a plain model named as not logged; a failed model with its last good snapshot an
 downstream skipped; `--empty` and `compile` write none; each model read up to the snapshot a
 record names is its table as of that run."""
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -120,6 +122,20 @@ class TestRunRecords:
         assert {c.snapshot for c in between["customers"]} == {2, 3}
         assert {c.snapshot for c in between["orders"]} == {2}
         assert between["gold"] == []  # failed in the third run: no change since the first
+
+        # the CLI: gold as the first run left it; a run that is not there, in one line
+        def tail(*args):
+            return subprocess.run(
+                [str(Path(sys.executable).parent / "dbt-logstore"), "tail", *args, "--project-dir",
+                 str(project.project_root), "--profiles-dir", str(project.profiles_dir)],
+                capture_output=True, text=True, timeout=300)
+
+        shown = tail("gold", "--at-run", first_invocation, "--json")
+        assert shown.returncode == 0, shown.stderr[-3000:]
+        records = [json.loads(line) for line in shown.stdout.splitlines()]
+        assert {r["snapshot"] for r in records} == {1} and len(records) == sum(gold_after_first.values())
+        missing = tail("gold", "--at-run", "no-such-run")
+        assert missing.returncode == 2 and "no run record of invocation 'no-such-run'" in missing.stderr
 
 
 def _project_name(project) -> str:

@@ -85,7 +85,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
     assert protocol_names() == {
         "__logstore_commits": "CONTROL_TOPIC_SUFFIX",
         "__logstore_runs": "RUN_TOPIC_SUFFIX",
-        "runs.": "RUN_WRITER_PREFIX",
+        "run-record.": "RUN_WRITER_PREFIX",
         "dbt-logstore.": "TRANSACTIONAL_ID_PREFIX",
         "task-": "TASK_PREFIX",
         "-batch-": "BATCH_INFIX",

@@ -16,7 +16,7 @@ CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 RUN_TOPIC_SUFFIX = "__logstore_runs"
 # The run record's writer id (its transactional id with TRANSACTIONAL_ID_PREFIX): one per
 # invocation, so two invocations of one project writing their records never fence each other.
-RUN_WRITER_PREFIX = "runs."
+RUN_WRITER_PREFIX = "run-record."
 
 
 def run_topic_for(project: str) -> str:
