@@ -69,7 +69,7 @@ class TestRunRecords:
         bootstrap, schema = kafka_bootstrap_servers, project.test_schema
         run_dbt(["run"])
         first_invocation = invocation_of(project)
-        records = run_records(bootstrap, _project_name(project))
+        records = run_records(bootstrap, _project_name(project), schema)
         assert [r.invocation_id for r in records] == [first_invocation]
         first = run_at(records)
         assert first.command == "run"
@@ -92,7 +92,7 @@ class TestRunRecords:
 
         # a run of one model: it changed, the others keep their snapshots, named as not selected
         run_dbt(["run", "--select", "customers", "--vars", json.dumps({"step": 2})])
-        second = run_at(run_records(bootstrap, _project_name(project)))
+        second = run_at(run_records(bootstrap, _project_name(project), schema))
         assert second.invocation_id == invocation_of(project) != first_invocation
         assert second.selection.get("select") == ["customers"]
         assert (second.model("customers").did, second.model("customers").snapshot) == ("changed", 2)
@@ -101,17 +101,17 @@ class TestRunRecords:
 
         # a failed model: its last good snapshot, and its downstream skipped
         run_dbt(["run", "--vars", json.dumps({"step": 3, "fail_gold": True})], expect_pass=False)
-        third = run_at(run_records(bootstrap, _project_name(project)))
+        third = run_at(run_records(bootstrap, _project_name(project), schema))
         assert third.invocation_id == invocation_of(project)
         assert (third.model("gold").did, third.model("gold").snapshot) == ("failed", 1)
         assert (third.model("gold_child").did, third.model("gold_child").snapshot) == ("skipped", 1)
         assert (third.model("orders").did, third.model("orders").snapshot) == ("changed", 2)
 
         # runs that change no logged table write no record
-        count = len(run_records(bootstrap, _project_name(project)))
+        count = len(run_records(bootstrap, _project_name(project), schema))
         run_dbt(["run", "--empty"])
         run_dbt(["compile"])
-        assert len(run_records(bootstrap, _project_name(project))) == count
+        assert len(run_records(bootstrap, _project_name(project), schema)) == count
 
         # read at a run: each model as its table was then (gold as of the first run, though its
         # inputs changed since; customers as of the third)

@@ -533,8 +533,8 @@ class LogstoreAdapter(SparkAdapter):
         super().cleanup_connections()
         watch, flags = self._run_watch, get_flags()
         if watch.due(get_invocation_id(), flags, self.logstore_reduced_inputs()):
-            run_record.record_the_run(watch, self.config.project_name, flags,
-                                      get_invocation_started_at().isoformat(),
+            run_record.record_the_run(watch, self.config.project_name, self.config.credentials.schema,
+                                      flags, get_invocation_started_at().isoformat(),
                                       self.logstore_config, open_model_log)
 
     # --- helpers -------------------------------------------------------------------------

@@ -12,18 +12,20 @@ elsewhere. A leaf: imports nothing from the package.
 CONTROL_TOPIC_SUFFIX = "__logstore_commits"
 
 # A project's run topic: one run record per dbt invocation that could change logged tables
-# (log/run_records.py), named after the dbt project unless the profile's `run_topic` names it.
+# (log/run_records.py), named after the target's schema and the dbt project (a project's dev
+# and prod targets, like its models' default topics, have their own).
 RUN_TOPIC_SUFFIX = "__logstore_runs"
 # The run record's writer id (its transactional id with TRANSACTIONAL_ID_PREFIX): one per
 # invocation, so two invocations of one project writing their records never fence each other.
 RUN_WRITER_PREFIX = "run-record."
 
 
-def run_topic_for(project: str) -> str:
-    """The default run topic of dbt project `project` (a topic name: Kafka's legal characters)."""
+def run_topic_for(project: str, schema: str) -> str:
+    """The run topic of dbt project `project` on a target of schema `schema` (a topic name:
+    Kafka's legal characters, others as `_`)."""
     import re
 
-    return re.sub(r"[^a-zA-Z0-9._-]", "_", project) + RUN_TOPIC_SUFFIX
+    return re.sub(r"[^a-zA-Z0-9._-]", "_", f"{schema}.{project}") + RUN_TOPIC_SUFFIX
 
 
 # Kafka transactional ids: this prefix plus the writer id (the writers write with it,

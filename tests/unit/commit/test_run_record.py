@@ -30,7 +30,7 @@ def test_each_model_named_with_its_latest_snapshot_and_its_fate():
         read.append(log.model)
         return {"snapshot": 7, "end_offsets": {"0": 70}, "generation": 1, "changeset": "x"}
 
-    record, logs = run_record.build_run_record("inv", "p", {"which": "run", "select": ["a"]}, "t0",
+    record, logs = run_record.build_run_record("inv", "p", "s", {"which": "run", "select": ["a"]}, "t0",
                                                nodes, statuses, log_of, latest_of)
     did = {m.name: (m.did, m.snapshot) for m in record.models}
     assert did == {"a": ("changed", 4), "b": ("failed", 7), "c": ("skipped", 7),
@@ -73,11 +73,11 @@ def test_a_record_not_written_says_so_and_what_stands():
             raise DbtRuntimeError("Model 'p (run record)': Kafka at 'h:1': unreachable. Check "
                                   "the servers. Nothing was changed.")
 
-    record = RunRecord("inv", "p", "run", {}, "t0", "t1", ())
+    record = RunRecord("inv", "p", "s", "run", {}, "t0", "t1", ())
     log = LogConfig(model="a", system="kafka", topic="s.a", bootstrap_servers="h:1")
     assert run_record.write_run_record(record, [], lambda l: Down()) is None  # nothing logged
     with pytest.raises(DbtRuntimeError) as caught:
         run_record.write_run_record(record, [log], lambda l: Down())
     text = str(caught.value)
-    assert "Nothing was changed" not in text and "p__logstore_runs" in text
+    assert "Nothing was changed" not in text and "'s.p__logstore_runs'" in text
     assert "run record of invocation inv was not written" in text and "stands" in text

@@ -128,7 +128,7 @@ def latest_confirmation(model_log: ModelLog) -> Optional[Dict[str, Any]]:
     return latest
 
 
-def build_run_record(invocation_id: str, project: str, args: Mapping[str, Any],
+def build_run_record(invocation_id: str, project: str, schema: str, args: Mapping[str, Any],
                      started_at: str, nodes: Iterable[Any], statuses: Mapping[str, str],
                      log_of: Callable[[Any], LogConfig],
                      latest_of: Callable[[LogConfig], Optional[Dict[str, Any]]],
@@ -153,7 +153,7 @@ def build_run_record(invocation_id: str, project: str, args: Mapping[str, Any],
         models.append(at_run)
     selection = {k: args.get(k) for k in ("select", "exclude", "selector", "full_refresh")
                  if args.get(k) not in (None, (), [], False)}
-    record = RunRecord(invocation_id=invocation_id, project=project,
+    record = RunRecord(invocation_id=invocation_id, project=project, schema=schema,
                        command=str(args.get("which")), selection=selection, started_at=started_at,
                        ended_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        models=tuple(models), ts_ms=int(time.time() * 1000))
@@ -169,7 +169,7 @@ def write_run_record(record: RunRecord, logs: List[LogConfig],
         return None
     # the first logged model's cluster (the profile's, unless the model names one)
     log = replace(logs[0], model=f"{record.project} (run record)")
-    topic = run_topic_for(record.project)
+    topic = run_topic_for(record.project, record.schema)
     key, value = record.encode()
     try:
         open_log(log).write_run_record(topic, RUN_WRITER_PREFIX + record.invocation_id, key, value)
@@ -185,7 +185,7 @@ def write_run_record(record: RunRecord, logs: List[LogConfig],
     return topic
 
 
-def record_the_run(watch: RunWatch, project: str, flags: Any, started_at: str,
+def record_the_run(watch: RunWatch, project: str, schema: str, flags: Any, started_at: str,
                    log_of: Callable[[Any], LogConfig],
                    open_log: Callable[[LogConfig], ModelLog]) -> None:
     """As the invocation ends: its record, written once. A record that cannot be written is an
@@ -194,7 +194,7 @@ def record_the_run(watch: RunWatch, project: str, flags: Any, started_at: str,
     watch.written = watch.invocation_id
     try:
         record, logs = build_run_record(
-            str(watch.invocation_id), project, args_of(flags), started_at, watch.nodes.values(),
+            str(watch.invocation_id), project, schema, args_of(flags), started_at, watch.nodes.values(),
             watch.statuses, log_of, lambda log: latest_confirmation(open_log(log)))
         write_run_record(record, logs, open_log)
     except DbtRuntimeError as exc:

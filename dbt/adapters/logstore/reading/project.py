@@ -133,9 +133,9 @@ class DbtProject:
         return self._adapter
 
     @property
-    def project_name(self) -> str:
-        """The `name` of dbt_project.yml (its run topic's: names.run_topic_for)."""
-        return str(self.adapter.config.project_name)
+    def run_topic_parts(self) -> Tuple[str, str]:
+        """The project's name and its target's schema: its run topic's (names.run_topic_for)."""
+        return str(self.adapter.config.project_name), str(self.adapter.config.credentials.schema)
 
     def logged_models(self) -> List[LoggedModel]:
         models = []

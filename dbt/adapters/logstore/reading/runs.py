@@ -21,11 +21,13 @@ class NoSuchRun(UsageError):
     command line asked for what is not there)."""
 
 
-def run_records(log: Union[LogConfig, str], project: str, **client_properties: Any) -> List[RunRecord]:
-    """Every run record of dbt project `project`, oldest first: on the cluster of `log` (a
-    model's LogConfig: its log system and client settings) or at the address `log` names
-    (bootstrap servers; `client_properties` as a profile's `kafka_properties`)."""
-    topic = run_topic_for(project)
+def run_records(log: Union[LogConfig, str], project: str, schema: str,
+                **client_properties: Any) -> List[RunRecord]:
+    """Every run record of dbt project `project` on its target of schema `schema`, oldest
+    first: on the cluster of `log` (a model's LogConfig: its log system and client settings)
+    or at the address `log` names (bootstrap servers; `client_properties` as a profile's
+    `kafka_properties`)."""
+    topic = run_topic_for(project, schema)
     if isinstance(log, str):
         log = topic_log(log, topic, **client_properties)
     return [RunRecord.decode(r.value) for r in open_model_log(log).run_records(topic)]
