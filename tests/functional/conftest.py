@@ -20,6 +20,19 @@ def flink_decoder(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def flink_kafka_decoder(tmp_path_factory):
+    """The same with Flink's Kafka connector jar (`make jars`), for jobs that read topics
+    themselves (flink_peer.kafka_case)."""
+    from tests.functional.flink_peer import FlinkDecoder, flink_python, kafka_connector_jar
+
+    decoder = FlinkDecoder(tmp_path_factory.mktemp("flink"), flink_python(), jars=[kafka_connector_jar()])
+    try:
+        yield decoder
+    finally:
+        decoder.close()
+
+
+@pytest.fixture(scope="module")
 def postgres_server():
     """A throwaway PostgreSQL server on loopback for the module (tests/postgres.py)."""
     from tests.postgres import PostgresServer

@@ -1,4 +1,8 @@
 """Small helpers for running dbt in functional tests."""
+import json
+from pathlib import Path
+
+import yaml
 from dbt.tests.util import run_dbt_and_capture
 
 from dbt.adapters.logstore.reading.project import DbtProject
@@ -33,3 +37,14 @@ def logstore_statuses(project):
     dbt_project = DbtProject(project.project_root, profiles_dir=project.profiles_dir)
     with dbt_project.connection():
         return {m.name: model_status(dbt_project, m, verify=True) for m in dbt_project.logged_models()}
+
+
+def project_name(project):
+    """The `name` of a dbt test `project`'s dbt_project.yml (its run topic's)."""
+    return yaml.safe_load((Path(project.project_root) / "dbt_project.yml").read_text())["name"]
+
+
+def last_invocation(project):
+    """The invocation id of the last dbt command run in a dbt test `project` (run_results.json)."""
+    return json.loads((Path(project.project_root) / "target" / "run_results.json").read_text()
+                      )["metadata"]["invocation_id"]

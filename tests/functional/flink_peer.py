@@ -153,6 +153,50 @@ def upsert_cases(name: str, messages: Sequence[Message], types: Dict[str, str],
 
 
 # ---------------------------------------------------------------------------------------------
+# Flink's Kafka connector reading a topic itself (test_live_flink.py, test_flink_at_run.py)
+
+KAFKA_CONNECTOR_JAR = (Path(__file__).resolve().parents[2] / ".jars" / "flink-kafka"
+                       / "flink-sql-connector-kafka-5.0.0-2.2.jar")
+
+
+def kafka_connector_jar() -> Path:
+    """Flink's Kafka connector jar (`make jars`), or a test failure that says how to get it."""
+    if not KAFKA_CONNECTOR_JAR.is_file():
+        pytest.fail(f"{KAFKA_CONNECTOR_JAR} is missing: run `make jars` (jars/flink-kafka/pom.xml)",
+                    pytrace=False)
+    return KAFKA_CONNECTOR_JAR
+
+
+def kafka_options(topic: str, bootstrap: str, isolation: str = "read_committed") -> Dict[str, str]:
+    """A `debezium-json` Kafka source as docs/consumers.md ("Flink") gives it, bounded."""
+    return {"connector": "kafka", "topic": topic, "properties.bootstrap.servers": bootstrap,
+            "properties.isolation.level": isolation, "scan.startup.mode": "earliest-offset",
+            "format": "debezium-json",
+            # up to each partition's end as the job starts: the job ends
+            "scan.bounded.mode": "latest-offset"}
+
+
+def upsert_kafka_options(topic: str, bootstrap: str) -> Dict[str, str]:
+    """An `upsert-kafka` source (a model with `log.format: json`), bounded; upsert-kafka always
+    starts at the earliest offset (it has no scan.startup.mode)."""
+    return {"connector": "upsert-kafka", "topic": topic, "properties.bootstrap.servers": bootstrap,
+            "properties.isolation.level": "read_committed", "key.format": "json",
+            "value.format": "json", "scan.bounded.mode": "latest-offset"}
+
+
+def kafka_case(name: str, types: Dict[str, str], options: Dict[str, str],
+               primary_key: Sequence[str] = ()) -> Case:
+    """A case whose `options` are the whole WITH clause of a Kafka (or upsert-kafka) table."""
+    return Case(name, options.get("format") or options["value.format"], flink_columns(types), None,
+                options, primary_key)
+
+
+def errors_of(results: Dict[str, dict]) -> str:
+    """Flink's text of every failed case of a batch, empty when none failed."""
+    return "\n".join(f"--- {name}:\n{r['error']}" for name, r in results.items() if "error" in r)
+
+
+# ---------------------------------------------------------------------------------------------
 # dbt models whose rows depend on var('step'), and their confirmed log
 
 def _literal(value, spark_type: str) -> str:
@@ -334,6 +378,12 @@ def apply_changelog(rows: Iterable[Tuple[str, str]]) -> Counter:
         else:
             raise AssertionError(f"unknown row kind {kind!r}")
     return state
+
+
+def state_and_kinds(results: Dict[str, dict], case: Case, types: Dict[str, str]) -> Tuple[Counter, List[str]]:
+    """The multiset a case's changelog ends with, and its row kinds in order."""
+    rows = canonical_rows(decoded(results, case), types)
+    return apply_changelog(rows), [kind for kind, _ in rows]
 
 
 def expected_kinds(messages: Sequence[Message]) -> List[str]:

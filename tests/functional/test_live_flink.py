@@ -12,16 +12,15 @@ it makes must end with exactly the table's rows.
 
 Each topic also holds an aborted transaction of a foreign writer (what a failed attempt leaves):
 Flink's read_committed source must skip it; the same topic read `read_uncommitted` shows it, so
-the check can fail. One Flink process (tests/peers/flink_decode.py with the connector jar) runs
-every job; it starts while dbt runs.
+the check can fail. One Flink process (tests/peers/flink_decode.py with the connector jar: the
+`flink_kafka_decoder` fixture) runs every job; it starts while dbt runs.
 """
 from __future__ import annotations
 
 import json
 import uuid
 from collections import Counter
-from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 from dbt.tests.util import run_dbt
@@ -29,26 +28,11 @@ from kafka import KafkaProducer
 
 from tests.functional.contract import Message, canonical, table_properties, table_state
 from tests.functional.flink_peer import (
-    Case, FlinkDecoder, apply_changelog, canonical_rows, confirmed_log, decoded, differences,
-    expected_kinds, flink_columns, flink_python, model_sql,
+    apply_changelog, canonical_rows, confirmed_log, decoded, differences, errors_of,
+    expected_kinds, kafka_case, kafka_options, model_sql, state_and_kinds, upsert_kafka_options,
 )
 
 pytestmark = pytest.mark.apache_kafka  # Flink's read_committed source against Apache Kafka's transactions
-
-KAFKA_CONNECTOR_JAR = (Path(__file__).resolve().parents[2] / ".jars" / "flink-kafka"
-                       / "flink-sql-connector-kafka-5.0.0-2.2.jar")
-
-
-@pytest.fixture(scope="module")
-def flink(tmp_path_factory):
-    if not KAFKA_CONNECTOR_JAR.is_file():
-        pytest.fail(f"{KAFKA_CONNECTOR_JAR} is missing: run `make jars` (jars/flink-kafka/pom.xml)",
-                    pytrace=False)
-    decoder = FlinkDecoder(tmp_path_factory.mktemp("flink"), flink_python(), jars=[KAFKA_CONNECTOR_JAR])
-    try:
-        yield decoder
-    finally:
-        decoder.close()
 
 
 # --- the models: inserts, updates, deletes, an unchanged rerun, a deleted key back -------------
@@ -149,44 +133,13 @@ def write_aborted(bootstrap: str, topics: Dict[str, str]) -> None:
         producer.close()
 
 
-# --- Flink's tables, as docs/consumers.md gives them ---------------------------------------------
-
-def kafka_options(topic: str, bootstrap: str, isolation: str = "read_committed") -> Dict[str, str]:
-    return {"connector": "kafka", "topic": topic, "properties.bootstrap.servers": bootstrap,
-            "properties.isolation.level": isolation, "scan.startup.mode": "earliest-offset",
-            "format": "debezium-json",
-            # up to each partition's end as the job starts: the job ends
-            "scan.bounded.mode": "latest-offset"}
-
-
-def upsert_kafka_options(topic: str, bootstrap: str) -> Dict[str, str]:
-    # upsert-kafka always starts at the earliest offset (it has no scan.startup.mode)
-    return {"connector": "upsert-kafka", "topic": topic, "properties.bootstrap.servers": bootstrap,
-            "properties.isolation.level": "read_committed", "key.format": "json",
-            "value.format": "json", "scan.bounded.mode": "latest-offset"}
-
-
-def kafka_case(name: str, types: Dict[str, str], options: Dict[str, str],
-               primary_key: Sequence[str] = ()) -> Case:
-    return Case(name, options.get("format") or options["value.format"], flink_columns(types), None,
-                options, primary_key)
-
-
-def _errors(results: Dict[str, dict]) -> str:
-    return "\n".join(f"--- {name}:\n{r['error']}" for name, r in results.items() if "error" in r)
-
-
-def state_and_kinds(results: Dict[str, dict], case: Case, types: Dict[str, str]) -> Tuple[Counter, List[str]]:
-    rows = canonical_rows(decoded(results, case), types)
-    return apply_changelog(rows), [kind for kind, _ in rows]
-
-
 class TestFlinkFollowsTopics:
     @pytest.fixture(scope="class")
     def models(self):
         return {f"{name}.sql": text for name, text in MODELS.items()}
 
-    def test_flink_kafka_source_ends_with_the_tables(self, flink, project, kafka_bootstrap_servers):
+    def test_flink_kafka_source_ends_with_the_tables(self, flink_kafka_decoder, project,
+                                                      kafka_bootstrap_servers):
         bootstrap = kafka_bootstrap_servers
         topics = {model: f"{project.test_schema}.{model}" for model in MODELS}
         for step in (1, 2, 3, 4):
@@ -224,8 +177,8 @@ class TestFlinkFollowsTopics:
                 "orders_uncommitted", orders_types,
                 kafka_options(topics["orders"], bootstrap, "read_uncommitted"), ["id"]),
         }
-        results = flink.decode(list(cases.values()))
-        errors = _errors(results)
+        results = flink_kafka_decoder.decode(list(cases.values()))
+        errors = errors_of(results)
         assert not errors, f"Flink's Kafka source failed:\n{errors}"
 
         # keyed, debezium-json: the records' row kinds, tombstones skipped, the table's rows

@@ -34,9 +34,8 @@ from tests.functional.contract import (
     confirmed, read_topic, replay, spark, table_properties, table_state,
 )
 from tests.functional.dbt_helpers import failure_text, logstore_statuses
-from tests.functional.flink_peer import differences
-from tests.functional.test_live_flink import (  # noqa: F401 (flink: the fixture)
-    _errors, flink, kafka_case, kafka_options, state_and_kinds, upsert_kafka_options,
+from tests.functional.flink_peer import (
+    differences, errors_of, kafka_case, kafka_options, state_and_kinds, upsert_kafka_options,
 )
 from tests.kafka_cluster import KafkaCluster, Node
 
@@ -343,7 +342,8 @@ class TestCompaction:
         return {"accounts.sql": COMPACTED % "'log.format': 'debezium-json'",
                 "balances.sql": COMPACTED % "'log.format': 'json'"}
 
-    def test_a_compacted_keyed_log_still_replays_to_the_table(self, project, kafka_bootstrap_servers, flink):
+    def test_a_compacted_keyed_log_still_replays_to_the_table(self, project, kafka_bootstrap_servers,
+                                                               flink_kafka_decoder):
         servers = kafka_bootstrap_servers
         topics = {m: f"{project.test_schema}.{m}" for m in ("accounts", "balances")}
         written = {m: 0 for m in topics}
@@ -370,8 +370,8 @@ class TestCompaction:
                                    ["id"]),
         }
         cases["accounts"].config.update(FLINK_DEDUPLICATES)
-        results = flink.decode(list(cases.values()))
-        assert not _errors(results), _errors(results)
+        results = flink_kafka_decoder.decode(list(cases.values()))
+        assert not errors_of(results), errors_of(results)
         for model, case in cases.items():
             state, _ = state_and_kinds(results, case, types)
             assert state == table_state(topics[model])[1], model + differences(state, table_state(topics[model])[1])

@@ -32,9 +32,8 @@ from dbt.tests.util import run_dbt_and_capture
 from dbt.adapters.logstore.reading.reader import read_changelog
 from dbt.adapters.logstore.reading.replay import Replica
 from tests.functional.contract import canonical, read_topic, spark, table_state
-from tests.functional.flink_peer import differences
-from tests.functional.test_live_flink import (  # noqa: F401 (flink: the fixture)
-    _errors, flink, kafka_case, kafka_options, state_and_kinds, upsert_kafka_options,
+from tests.functional.flink_peer import (
+    differences, errors_of, kafka_case, kafka_options, state_and_kinds, upsert_kafka_options,
 )
 
 pytestmark = pytest.mark.apache_kafka
@@ -148,7 +147,7 @@ class TestRebasedCompactedLogs:
         return {f"{name}.sql": KEYED % value_format for name, value_format in MODELS.items()}
 
     def test_every_reader_reaches_the_table_after_each_kind_of_rebase(
-            self, project, kafka_bootstrap_servers, flink):
+            self, project, kafka_bootstrap_servers, flink_kafka_decoder):
         servers = kafka_bootstrap_servers
         topics = {m: f"{project.test_schema}.{m}" for m in MODELS}
         seen: Dict[str, set] = {t: set() for t in topics.values()}  # (partition, offset) ever read
@@ -205,8 +204,8 @@ class TestRebasedCompactedLogs:
                                    ["id"]),
         }
         cases["accounts"].config.update(FLINK_DEDUPLICATES)
-        results = flink.decode(list(cases.values()))
-        assert not _errors(results), _errors(results)
+        results = flink_kafka_decoder.decode(list(cases.values()))
+        assert not errors_of(results), errors_of(results)
         for model, case in cases.items():
             state, _ = state_and_kinds(results, case, types)
             table = table_state(topics[model])[1]
