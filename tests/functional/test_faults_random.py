@@ -10,7 +10,9 @@ reader (docs/log-format.md, tests/functional/contract.py):
 - the keyed table's BEGIN/END events pair up with its confirmed attempts and count their events;
 - each table records the snapshot and end offsets of its log's last confirmation (from the
   run's results, and from the tables' properties every tenth round and at the end);
-- nothing of the protocol (`__logstore_*` tables or directories) is left.
+- nothing of the protocol (`__logstore_*` tables or directories) is left;
+- every run record names confirmed snapshots with their confirmations' offsets, never going
+  back, and the last one (the recovering run's) names each log's last confirmation.
 
 Rounds: LOGSTORE_KILL_ROUNDS (default 1, as `make test` runs it; `make soak ROUNDS=N`); the seed: LOGSTORE_KILL_SEED
 (default random), printed with every failure so a round can be replayed.
@@ -29,6 +31,7 @@ from typing import Dict, List
 
 import pytest
 
+from dbt.adapters.logstore.reading.runs import run_records
 from tests.functional.contract import (
     assert_transaction_metadata, canonical, read_table_files, replay_confirmed, wait_for_confirmations,
 )
@@ -237,6 +240,35 @@ class RandomKills:
                 assert_transaction_metadata(self.bootstrap, topic, topic + ".transaction", where)
         left = sorted(p.name for p in self.warehouse.iterdir() if "__logstore_" in p.name)
         assert not left, f"{context} (seed {self.seed}): left behind: {left}"
+        self.check_run_records(context)
+
+    def check_run_records(self, context: str) -> None:
+        """Every run record (the killed runs' too, if written before the kill) names each
+        logged model at a confirmed snapshot with that confirmation's end offsets and change
+        set, no model's snapshot goes back from one record to the next, and the last record
+        (the recovering run's) names each model's last confirmation: a consumer that joins the
+        models only at run records meets states the tables had together, never a half run."""
+        where = f"{context} (seed {self.seed})"
+        records = run_records(self.bootstrap, "faults", self.schema)
+        assert records, f"{where}: no run record"
+        confirmed = {model: {c["snapshot"]: c for c in wait_for_confirmations(self.bootstrap, self.topic(model), 1)}
+                     for model in self.logged}
+        newest: Dict[str, int] = {}
+        for record in records:
+            for model in self.logged:
+                at = record.model(model)
+                if at.topic != self.topic(model) or at.snapshot is None:
+                    continue  # the appended model's earlier topic (an undecidable commit)
+                confirmation = confirmed[model].get(at.snapshot)
+                assert confirmation is not None, f"{where}: run {record.invocation_id} names {model}@{at.snapshot}, not confirmed"
+                assert ({str(p): o for p, o in at.end_offsets.items()}, at.changeset) == \
+                    (confirmation["end_offsets"], confirmation["changeset"]), f"{where}: {model}@{at.snapshot}"
+                assert at.snapshot >= newest.get(model, 0), f"{where}: {model} went back at run {record.invocation_id}"
+                newest[model] = at.snapshot
+        last = records[-1]
+        for model in self.logged:
+            assert last.model(model).snapshot == max(confirmed[model]), \
+                f"{where}: the last run record names {model}@{last.model(model).snapshot}, its log is at {max(confirmed[model])}"
 
 
 def kill_rounds(root: Path, schema: str, bootstrap: str, rounds: int, seed: int,
