@@ -171,6 +171,7 @@ def write_run_record(record: RunRecord, logs: List[LogConfig],
     log = replace(logs[0], model=f"{record.project} (run record)")
     topic = run_topic_for(record.project, record.schema)
     key, value = record.encode()
+    started = time.monotonic()
     try:
         open_log(log).write_run_record(topic, RUN_WRITER_PREFIX + record.invocation_id, key, value)
     except DbtRuntimeError as exc:
@@ -180,8 +181,8 @@ def write_run_record(record: RunRecord, logs: List[LogConfig],
             f"topic '{topic}': every table and log change of this run stands, and the next "
             f"run's record names it.") from exc
     changed = sum(1 for m in record.models if m.did == CHANGED)
-    logger.debug(f"run record of {record.invocation_id} written to {topic}: "
-                 f"{len(logs)} logged models, {changed} changed")
+    logger.debug(f"run record of {record.invocation_id} written to {topic} in "
+                 f"{time.monotonic() - started:.3f} s: {len(logs)} logged models, {changed} changed")
     return topic
 
 
