@@ -16,7 +16,7 @@ from dbt.tests.util import run_dbt
 
 from dbt.adapters.logstore.reading.replay import Replica
 from dbt.adapters.logstore.reading.runs import changes_at_run, changes_between_runs, run_at, run_records
-from tests.functional.contract import canonical, read_topic, table_state
+from tests.functional.contract import Message, canonical, read_topic, replay, table_state
 
 CUSTOMERS = """
 {{ config(materialized='table', unique_key='id', log_system='kafka') }}
@@ -81,7 +81,7 @@ class TestRunRecords:
             assert at.topic == f"{schema}.{model}"
             assert (at.snapshot, at.changeset) == (confirmation["snapshot"], first_invocation)
             assert {str(p): o for p, o in at.end_offsets.items()} == confirmation["end_offsets"]
-        types, gold_after_first = table_state(f"{schema}.gold")
+        gold_types, gold_after_first = table_state(f"{schema}.gold")
         # each confirmation names the logged models its build read, at the snapshots it read
         gold = last_confirmation(bootstrap, f"{schema}.gold")
         assert gold["inputs"] == [
@@ -115,13 +115,17 @@ class TestRunRecords:
 
         # read at a run: each model as its table was then (gold as of the first run, though its
         # inputs changed since; customers as of the third)
-        assert rows_at(bootstrap, first, "gold", types) == gold_after_first
+        assert rows_at(bootstrap, first, "gold", gold_types) == gold_after_first
         types, customers_now = table_state(f"{schema}.customers")
         assert rows_at(bootstrap, third, "customers", types) == customers_now
         between = dict(changes_between_runs(bootstrap, first, third, ["customers", "orders", "gold"]))
         assert {c.snapshot for c in between["customers"]} == {2, 3}
         assert {c.snapshot for c in between["orders"]} == {2}
         assert between["gold"] == []  # failed in the third run: no change since the first
+
+        # a plain consumer with its own client (confluent-kafka, read_committed), as the
+        # Consumers page says: gold's topic from its start to the first record's end offsets
+        assert replay(bounded_read(bootstrap, first.model("gold")), gold_types) == gold_after_first
 
         # the CLI: gold as the first run left it; a run that is not there, in one line
         def tail(*args):
@@ -136,6 +140,33 @@ class TestRunRecords:
         assert {r["snapshot"] for r in records} == {1} and len(records) == sum(gold_after_first.values())
         missing = tail("gold", "--at-run", "no-such-run")
         assert missing.returncode == 2 and "no run record of invocation 'no-such-run'" in missing.stderr
+
+
+def bounded_read(bootstrap, at):
+    """Every committed record of a model's topic from its start up to the end offsets a run
+    record names for it, with confluent-kafka's consumer (no group: partitions assigned)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        partitions = sorted(consumer.list_topics(at.topic, timeout=30).topics[at.topic].partitions)
+        stops = {p: at.end_offsets.get(p, 0) for p in partitions}
+        consumer.assign([TopicPartition(at.topic, p, 0) for p in partitions if stops[p] > 0])
+        messages, left = [], {p for p in partitions if stops[p] > 0}
+        while left:
+            msg = consumer.poll(10)
+            assert msg is not None, f"no record within 10 s; still to read: {left}"
+            if msg.error() or msg.partition() not in left:
+                continue
+            if msg.offset() < stops[msg.partition()]:
+                messages.append(Message(msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                        tuple(msg.headers() or ())))
+            if msg.offset() + 1 >= stops[msg.partition()]:
+                left.discard(msg.partition())
+        return messages
+    finally:
+        consumer.close()
 
 
 def _project_name(project) -> str:
