@@ -26,9 +26,10 @@ def test_each_model_named_with_its_latest_snapshot_and_its_fate():
                 "model.p.e": "success"}
     read = []
 
-    def latest_of(log):
-        read.append(log.model)
-        return {"snapshot": 7, "end_offsets": {"0": 70}, "generation": 1, "changeset": "x"}
+    def latest_of(logs):  # one read for all of them
+        read.append(sorted(log.model for log in logs))
+        return {log.topic: {"snapshot": 7, "end_offsets": {"0": 70}, "generation": 1, "changeset": "x"}
+                for log in logs}
 
     record, logs = run_record.build_run_record("inv", "p", "s", {"which": "run", "select": ["a"]}, "t0",
                                                nodes, statuses, log_of, latest_of)
@@ -36,7 +37,7 @@ def test_each_model_named_with_its_latest_snapshot_and_its_fate():
     assert did == {"a": ("changed", 4), "b": ("failed", 7), "c": ("skipped", 7),
                    "d": ("not selected", 7), "e": ("unchanged", 7), "plain": ("not logged", None)}
     assert record.model("a").end_offsets == {0: 10} and record.model("a").generation == 2
-    assert sorted(read) == ["b", "c", "d", "e"]  # the control topics of what it did not confirm
+    assert read == [["b", "c", "d", "e"]]  # the control topics of what it did not confirm, at once
     assert [l.model for l in logs] == ["a", "b", "c", "d", "e"]
     assert record.selection == {"select": ["a"]}
 
@@ -81,3 +82,21 @@ def test_a_record_not_written_says_so_and_what_stands():
     text = str(caught.value)
     assert "Nothing was changed" not in text and "'s.p__logstore_runs'" in text
     assert "run record of invocation inv was not written" in text and "stands" in text
+
+
+def test_the_latest_confirmation_is_the_first_of_the_highest_snapshot():
+    import json
+
+    from dbt.adapters.logstore.log.log_system import LogRecord
+
+    def record(snapshot, attempt):
+        return LogRecord(0, 0, b"t", json.dumps({"snapshot": snapshot, "attempt": attempt}).encode(), ())
+
+    class System:
+        def control_tails(self, logs):
+            return {"s.a": [record(3, "x"), record(4, "y"), record(4, "z")], "s.b": []}
+
+    logs = [log_of(node("model.p.a")), log_of(node("model.p.b"))]
+    found = run_record.latest_confirmations(logs, lambda log: SimpleNamespace(system=System()))
+    assert found["s.a"]["attempt"] == "y" and found["s.b"] is None
+    assert run_record.latest_confirmations([], None) == {}

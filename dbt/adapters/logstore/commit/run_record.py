@@ -116,37 +116,46 @@ def _from_confirmation(value: Mapping[str, Any]) -> Dict[str, Any]:
             "table_version": value.get("table_version"), "changeset": value.get("changeset")}
 
 
-def latest_confirmation(model_log: ModelLog) -> Optional[Dict[str, Any]]:
-    """The last confirmation in the model's control topic (runs of a model are one at a time,
-    under its run lock, so the last written is the latest snapshot); None: none yet."""
-    records = model_log.open_reader().control_records()
-    latest: Optional[Dict[str, Any]] = None
-    for record in records:
-        value = parse_control_record(record.value)
-        if latest is None or int(value["snapshot"]) >= int(latest["snapshot"]):
-            latest = value
-    return latest
+def latest_confirmations(logs: List[LogConfig], open_log: Callable[[LogConfig], ModelLog]
+                         ) -> Dict[str, Optional[Dict[str, Any]]]:
+    """Per log's topic, its latest confirmation: the first confirmation of the highest snapshot
+    in its control topic (a snapshot's first confirmation counts, docs/log-format.md section
+    5); None: none yet. All of them in one read where the log system can (Kafka: one consumer
+    reads every control topic's last records)."""
+    if not logs:
+        return {}
+    found: Dict[str, Optional[Dict[str, Any]]] = {}
+    for topic, records in open_log(logs[0]).system.control_tails(logs).items():
+        latest: Optional[Dict[str, Any]] = None
+        for value in (parse_control_record(r.value) for r in records):
+            if latest is None or int(value["snapshot"]) > int(latest["snapshot"]):
+                latest = value
+        found[topic] = latest
+    return found
 
 
 def build_run_record(invocation_id: str, project: str, schema: str, args: Mapping[str, Any],
                      started_at: str, nodes: Iterable[Any], statuses: Mapping[str, str],
                      log_of: Callable[[Any], LogConfig],
-                     latest_of: Callable[[LogConfig], Optional[Dict[str, Any]]],
+                     latest_of: Callable[[List[LogConfig]], Dict[str, Optional[Dict[str, Any]]]],
                      ) -> Tuple[RunRecord, List[LogConfig]]:
     """The record, and the logs of the logged models (the run topic is written beside them)."""
+    built = [n for n in sorted(nodes, key=lambda n: str(node_field(n, "unique_id")))
+             if str(node_field(n, "resource_type")) in BUILT_TYPES]
+    log_by_id = {str(node_field(n, "unique_id")): log_of(n) for n in built}
+    logs = [log for log in log_by_id.values() if log.enabled]
+    confirmed_here = {str(log.topic): _confirmed_by(invocation_id, str(log.topic)) for log in logs}
+    # the others' latest confirmations: one read for all of them (latest_of)
+    others = latest_of([log for log in logs if confirmed_here[str(log.topic)] is None])
     models: List[ModelAtRun] = []
-    logs: List[LogConfig] = []
-    for node in sorted(nodes, key=lambda n: str(node_field(n, "unique_id"))):
-        if str(node_field(node, "resource_type")) not in BUILT_TYPES:
-            continue
+    for node in built:
         uid, name = str(node_field(node, "unique_id")), str(node_field(node, "name"))
-        log = log_of(node)
+        log = log_by_id[uid]
         if not log.enabled:
             models.append(ModelAtRun(uid, name, NOT_LOGGED))
             continue
-        logs.append(log)
-        confirmed = _confirmed_by(invocation_id, str(log.topic))
-        state = confirmed if confirmed is not None else latest_of(log)
+        confirmed = confirmed_here[str(log.topic)]
+        state = confirmed if confirmed is not None else others.get(str(log.topic))
         at_run = ModelAtRun(uid, name, _did(statuses.get(uid), confirmed), topic=str(log.topic))
         if state is not None:
             at_run = replace(at_run, **_from_confirmation(state))
@@ -196,7 +205,7 @@ def record_the_run(watch: RunWatch, project: str, schema: str, flags: Any, start
     try:
         record, logs = build_run_record(
             str(watch.invocation_id), project, schema, args_of(flags), started_at, watch.nodes.values(),
-            watch.statuses, log_of, lambda log: latest_confirmation(open_log(log)))
+            watch.statuses, log_of, lambda logs: latest_confirmations(logs, open_log))
         write_run_record(record, logs, open_log)
     except DbtRuntimeError as exc:
         logger.error(str(getattr(exc, "msg", exc)))
@@ -207,4 +216,4 @@ def record_the_run(watch: RunWatch, project: str, schema: str, flags: Any, start
 
 
 __all__ = ["note_confirmed", "RunWatch", "args_of", "build_run_record", "write_run_record",
-           "latest_confirmation", "FAILED", "SKIPPED", "NOT_LOGGED"]
+           "latest_confirmations", "FAILED", "SKIPPED", "NOT_LOGGED"]

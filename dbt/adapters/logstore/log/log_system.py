@@ -226,6 +226,12 @@ class LogSystem(ABC):
         """Every committed record of run topic `topic` on `log`'s cluster, in order."""
         raise NotImplementedError(f"the {self.name!r} log system keeps no run records")
 
+    def control_tails(self, logs: Sequence[LogConfig]) -> Dict[str, List[LogRecord]]:
+        """Per log's topic, the last records of its control topic (at least the last one; []:
+        none yet), for the run record's models a run did not build. A log system that can read
+        many at once overrides this (Kafka: one consumer for all, from near each end)."""
+        return {str(log.topic): self.open_reader(log).control_records() for log in logs}
+
 
 _REGISTRY: Dict[str, Callable[[], LogSystem]] = {}
 # The built-in log systems, by the module and class that implement them: imported when first

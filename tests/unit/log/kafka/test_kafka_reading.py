@@ -252,6 +252,18 @@ def test_offsets_are_read_in_short_tries_each_with_a_fresh_consumer(consumer):
     assert reading.OFFSETS_TRY_MS <= 5000  # several tries within the leader's move (~9 s)
 
 
+def test_the_tails_of_many_control_topics_in_one_consumer(consumer):
+    other = "analytics.customers__logstore_commits"
+    consumer.topics = {CONTROL: {0}, other: {0}, "empty__logstore_commits": {0}}
+    consumer.records = [control(o, snapshot=o + 1) for o in range(30)] + [
+        Msg(other, 0, 0, b"k", b'{"snapshot": 1}', ())]
+    tails = KafkaLogReader(log()).tails([CONTROL, other, "empty__logstore_commits", "missing"])
+    assert [r.offset for r in tails[CONTROL]] == list(range(14, 30))  # the last 16 offsets
+    assert [r.offset for r in tails[other]] == [0]
+    assert tails["empty__logstore_commits"] == [] and tails["missing"] == []
+    assert len(consumer.instances) == 1 and consumer.instances[0].closed  # one consumer for all
+
+
 def test_the_live_read_feeds_control_and_data_records_apart(consumer):
     consumer.records = [data(0, 0), data(0, 1), data(1, 0), control(0)]
     feed = KafkaLogReader(log()).feed([0, 1], {1: 1})

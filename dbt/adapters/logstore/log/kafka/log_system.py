@@ -242,6 +242,21 @@ class KafkaLogSystem(LogSystem):
         except KafkaError as exc:
             raise _unreachable(log, self.clients(log), exc) from exc
 
+    def control_tails(self, logs: Any) -> Dict[str, Any]:
+        from dbt.adapters.logstore.log.kafka import run_topic
+
+        found: Dict[str, Any] = {}
+        by_cluster: Dict[Tuple[Any, ...], list] = {}
+        for log in logs:  # one consumer per cluster and client settings (usually one)
+            clients = self.clients(log)
+            by_cluster.setdefault((clients.servers, repr(sorted(clients.consumer.items()))), []).append(log)
+        for group in by_cluster.values():
+            try:
+                found.update(run_topic.control_tails(group, self.clients(group[0])))
+            except ReaderError as exc:  # already in plain words
+                raise DbtRuntimeError(str(exc)) from exc
+        return found
+
     def run_records(self, log: LogConfig, topic: str) -> "list[Any]":
         from dbt.adapters.logstore.log.kafka import run_topic
 

@@ -137,6 +137,48 @@ class KafkaLogReader(LogReader):
         finally:
             consumer.close()
 
+    def tails(self, topics: Sequence[str], tail: int = 16,
+              timeout_seconds: float = 60.0) -> Dict[str, List[LogRecord]]:
+        """The committed records among the last `tail` offsets of each one-partition topic
+        ([]: the topic is empty or missing), read by one consumer. A topic whose tail holds no
+        committed record though it is not empty (aborted transactions, or a transaction still
+        open) is left out: its caller reads it whole."""
+        return self._talk(lambda: self._tails(topics, tail, timeout_seconds),
+                          "reading the control topics' last records")
+
+    def _tails(self, topics: Sequence[str], tail: int,
+               timeout_seconds: float) -> Dict[str, List[LogRecord]]:
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
+        try:
+            existing = {t for t in topics if consumer.partitions_for_topic(t)}
+            found: Dict[str, List[LogRecord]] = {t: [] for t in topics if t not in existing}
+            parts = [TopicPartition(t, 0) for t in topics if t in existing]
+            if not parts:
+                return found
+            ends = consumer.end_offsets(parts, OFFSETS_TRY_MS)  # read_committed: the stable ends
+            consumer.assign(parts)
+            for tp in parts:
+                consumer.seek(tp, max(0, int(ends[tp]) - tail))
+            read: Dict[str, List[LogRecord]] = {}
+            waiting = {tp for tp in parts if ends[tp] > 0}
+            idle, deadline = 0, time.monotonic() + timeout_seconds
+            while waiting and idle < END_POLLS and time.monotonic() < deadline:
+                batches = consumer.poll(timeout_ms=POLL_MS)
+                for tp, msgs in batches.items():
+                    read.setdefault(tp.topic, []).extend(_record(m) for m in msgs)
+                waiting = {tp for tp in waiting if consumer.position(tp) < ends[tp]}
+                idle = idle + 1 if not batches else 0
+            for tp in parts:
+                if ends[tp] == 0:
+                    found[tp.topic] = []
+                elif read.get(tp.topic) and tp not in waiting:
+                    found[tp.topic] = read[tp.topic]
+            return found
+        finally:
+            consumer.close()
+
     def end_offsets(self) -> Dict[int, int]:
         return self._talk(self._end_offsets, "reading the topic's end offsets")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from dbt.adapters.logstore.config.log_config import LogConfig
+from dbt.adapters.logstore.config.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log.kafka.config import KafkaClients
 from dbt.adapters.logstore.log.kafka.reading import KafkaLogReader
 from dbt.adapters.logstore.log.kafka.retrying import closing, with_retries
@@ -53,3 +53,14 @@ def write_record(clients: KafkaClients, topic: str, writer_id: str, key: bytes,
 
 def read_records(log: LogConfig, clients: KafkaClients, topic: str) -> List[LogRecord]:
     return KafkaLogReader(log, clients).records_to_end(topic)
+
+
+def control_tails(logs: List[LogConfig], clients: KafkaClients) -> Dict[str, List[LogRecord]]:
+    """Per log's topic, the last records of its control topic ([]: none yet): one consumer
+    reads the tails of all of them; a control topic whose tail holds no committed record
+    (aborted transactions only, or one still open) is read whole."""
+    reader = KafkaLogReader(logs[0], clients)
+    controls = {control_topic_for(str(log.topic)): str(log.topic) for log in logs}
+    tails = reader.tails(sorted(controls))
+    return {topic: tails[control] if control in tails else reader.records_to_end(control)
+            for control, topic in controls.items()}
