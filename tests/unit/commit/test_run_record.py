@@ -100,3 +100,12 @@ def test_the_latest_confirmation_is_the_first_of_the_highest_snapshot():
     found = run_record.latest_confirmations(logs, lambda log: SimpleNamespace(system=System()))
     assert found["s.a"]["attempt"] == "y" and found["s.b"] is None
     assert run_record.latest_confirmations([], None) == {}
+
+
+def test_a_microbatch_models_batches_count_together():
+    log = log_of(node("model.p.daily"))
+    run_record.note_confirmed(log, "inv2-batch-20240101", Snapshot(id=5, end_offsets={0: 5}, records=4))
+    run_record.note_confirmed(log, "inv2-batch-20240102", Snapshot(id=6, end_offsets={0: 5}, records=0))
+    record, _ = run_record.build_run_record("inv2", "p", "s", {"which": "run"}, "t0", [node("model.p.daily")],
+                                            {"model.p.daily": "success"}, log_of, lambda logs: {})
+    assert (record.model("daily").did, record.model("daily").snapshot) == ("changed", 6)

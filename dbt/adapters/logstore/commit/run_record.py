@@ -45,13 +45,20 @@ def note_confirmed(log: LogConfig, changeset: str, snapshot: Any) -> None:
              "generation": snapshot.generation, "table_version": snapshot.table_version,
              "changeset": changeset, "records": snapshot.records}
     with _lock:
+        before = _confirmed.get(str(log.topic))
+        if before and _invocation_of(before["changeset"]) == _invocation_of(changeset):
+            value["records"] += before["records"]  # a microbatch model's earlier batches
         _confirmed[str(log.topic)] = value
+
+
+def _invocation_of(changeset: str) -> str:
+    return str(changeset).split(BATCH_INFIX)[0]
 
 
 def _confirmed_by(invocation_id: str, topic: str) -> Optional[Dict[str, Any]]:
     with _lock:
         value = _confirmed.get(topic)
-    if value and str(value["changeset"]).split(BATCH_INFIX)[0] == invocation_id:
+    if value and _invocation_of(value["changeset"]) == invocation_id:
         return value
     return None
 
