@@ -49,6 +49,11 @@ def changeset_id(invocation_id: str, batch_id: "str | None" = None) -> str:
     return invocation_id if not batch_id else f"{invocation_id}{BATCH_INFIX}{batch_id}"
 
 
+def invocation_of(changeset: str) -> str:
+    """The invocation that committed change set `changeset` (changeset_id's first part)."""
+    return str(changeset).split(BATCH_INFIX)[0]
+
+
 # A Spark task of a parallel mirror writes as "<table's writer id>.task-<index>" (its transactional
 # id), naming each attempt "task-<index>.<retry>" (its H_WRITER header).
 TASK_PREFIX = "task-"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.config.log_config import LogConfig, node_field
+from dbt.adapters.logstore.config.options import LOGGABLE_RESOURCES
 from dbt.adapters.logstore.log.control_records import ModelInput
 from dbt.adapters.logstore.commit.table_snapshot import input_snapshot
 from dbt.adapters.logstore.spark.catalog import Catalog
@@ -31,7 +32,7 @@ def logged_inputs(depends_on: Iterable[str], nodes: Mapping[str, Any],
     found = []
     for uid in sorted(set(depends_on)):
         node = nodes.get(uid)
-        if node is None or str(node_field(node, "resource_type")) not in ("model", "seed", "snapshot"):
+        if node is None or str(node_field(node, "resource_type")) not in LOGGABLE_RESOURCES:
             continue
         log = log_of(node)
         if log.enabled:

@@ -18,19 +18,19 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.config.log_config import LogConfig, node_field
+from dbt.adapters.logstore.config.options import LOGGABLE_RESOURCES
 from dbt.adapters.logstore.log.control_records import parse_control_record
 from dbt.adapters.logstore.log.log_system import ModelLog
 from dbt.adapters.logstore.log.run_records import (
     CHANGED, FAILED, NOT_LOGGED, NOT_SELECTED, SKIPPED, UNCHANGED, ModelAtRun, RunRecord,
 )
-from dbt.adapters.logstore.names import BATCH_INFIX, RUN_WRITER_PREFIX, run_topic_for
+from dbt.adapters.logstore.names import RUN_WRITER_PREFIX, invocation_of, run_topic_for
 
 logger = AdapterLogger("logstore")
 
 # Commands whose runs may change logged tables (`dbt retry` runs one of them again); `test`,
 # `compile`, `docs` and the like write no record.
 RECORDED_COMMANDS = ("run", "build", "seed", "snapshot", "retry")
-BUILT_TYPES = ("model", "seed", "snapshot")
 
 _lock = threading.Lock()
 # topic -> the last confirmation this process wrote or adopted there (its JSON, changeset too):
@@ -46,19 +46,15 @@ def note_confirmed(log: LogConfig, changeset: str, snapshot: Any) -> None:
              "changeset": changeset, "records": snapshot.records}
     with _lock:
         before = _confirmed.get(str(log.topic))
-        if before and _invocation_of(before["changeset"]) == _invocation_of(changeset):
+        if before and invocation_of(before["changeset"]) == invocation_of(changeset):
             value["records"] += before["records"]  # a microbatch model's earlier batches
         _confirmed[str(log.topic)] = value
-
-
-def _invocation_of(changeset: str) -> str:
-    return str(changeset).split(BATCH_INFIX)[0]
 
 
 def _confirmed_by(invocation_id: str, topic: str) -> Optional[Dict[str, Any]]:
     with _lock:
         value = _confirmed.get(topic)
-    if value and _invocation_of(value["changeset"]) == invocation_id:
+    if value and invocation_of(value["changeset"]) == invocation_id:
         return value
     return None
 
@@ -148,7 +144,7 @@ def build_run_record(invocation_id: str, project: str, schema: str, args: Mappin
                      ) -> Tuple[RunRecord, List[LogConfig]]:
     """The record, and the logs of the logged models (the run topic is written beside them)."""
     built = [n for n in sorted(nodes, key=lambda n: str(node_field(n, "unique_id")))
-             if str(node_field(n, "resource_type")) in BUILT_TYPES]
+             if str(node_field(n, "resource_type")) in LOGGABLE_RESOURCES]
     log_by_id = {str(node_field(n, "unique_id")): log_of(n) for n in built}
     logs = [log for log in log_by_id.values() if log.enabled]
     confirmed_here = {str(log.topic): _confirmed_by(invocation_id, str(log.topic)) for log in logs}

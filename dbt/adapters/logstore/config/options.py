@@ -32,6 +32,8 @@ EMIT_MODES = ("file,log",)
 KAFKA_CLIENTS = ("kafka-python", "confluent")
 BOOLEANS = ("true", "false")
 LOGGABLE_MATERIALIZATIONS = ("table", "incremental", "seed", "snapshot")
+# The dbt resources that build a table, so may have a log (models, seeds, snapshots).
+LOGGABLE_RESOURCES = ("model", "seed", "snapshot")
 LOGGABLE_STRATEGIES = ("append", "insert_overwrite", "merge", "microbatch")
 # dbt's `merge` options that Spark's MERGE applies but the logged change set (changes/diff.py: full
 # rows, scoped by unique_key alone) and the upsert by rewrite do not: with one of them set, the

@@ -15,6 +15,7 @@ from dbt.adapters.logstore.spark import table_formats
 from dbt.adapters.logstore.spark.catalog import parse_properties
 from dbt.adapters.logstore.spark.engine_output import spark_running, stderr_to
 from dbt.adapters.logstore.config.address import servers_setting_of, with_servers_setting
+from dbt.adapters.logstore.config.options import LOGGABLE_RESOURCES
 from dbt.adapters.logstore.config.log_config import LogConfig, node_config
 from dbt.adapters.logstore.config.continuation import continue_stored_shape
 from dbt.adapters.logstore.config.project_runtime import runtime_config
@@ -54,7 +55,6 @@ def metastore_in_use(session_dir: Optional[str]) -> Optional[str]:
 
 
 # the dbt resources that can carry a log (log_options.LOGGABLE_MATERIALIZATIONS)
-LOGGABLE_RESOURCES = ("model", "seed", "snapshot")
 
 
 @dataclass(frozen=True)
