@@ -4,7 +4,7 @@ changes up to the snapshot a run record names for it, so several models are read
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 from dbt.adapters.logstore.config.log_config import LogConfig
 
@@ -79,10 +79,3 @@ def changes_between_runs(address: str, earlier: Optional[RunRecord], later: RunR
         reader = ChangelogReader(open_log(address, str(at.topic), **client_properties))
         start = StartPoint("earliest") if before is None else StartPoint("snapshot", snapshot=before)  # after it
         yield at.name, list(reader.changes(start, up_to_snapshot=at.snapshot))
-
-
-def summary(record: RunRecord) -> Dict[str, Any]:
-    """A run record as the CLI prints it (JSON)."""
-    return {"invocation_id": record.invocation_id, "command": record.command,
-            "started_at": record.started_at, "ended_at": record.ended_at,
-            "models": {m.name: {"did": m.did, "snapshot": m.snapshot} for m in record.models}}
