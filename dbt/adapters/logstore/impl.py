@@ -124,8 +124,9 @@ class LogstoreAdapter(SparkAdapter):
         """Before anything changes: lock, log ready, a failed run settled, a log or generation
         started (commit_protocol.begin); the logged inputs' snapshots read (model_inputs)."""
         partitions = commit_protocol.begin(self, log, target_relation, partition_by, invocation_id, changeset, bool(resnapshot))
-        self._run_state().inputs = model_inputs.read_at_start(
-            self._catalog(), depends_on, self._run_watch.nodes, self.logstore_config)
+        state = self._run_state()  # with logstore_changes()' read_up_to (rendered before this)
+        state.inputs = model_inputs.read_at_start(
+            self._catalog(), depends_on, self._run_watch.nodes, self.logstore_config, state.read_up_to)
         return partitions
 
     @available.parse_none
@@ -484,12 +485,10 @@ class LogstoreAdapter(SparkAdapter):
     @available.parse_none
     def logstore_source_changes(self, node: Any, this_relation: Any, upstream_relation: Any,
                                 upstream_node: Any, normalize: bool = False,
-                                full_refresh: bool = False) -> str:
-        """`logstore_changes(ref(...))`: land this run's range of the upstream's changes and
-        return the temporary view over them (see source_changes.py). The position reached is
-        recorded with this model's table when it commits."""
+                                full_refresh: bool = False, at_run: Optional[str] = None) -> str:
+        """`logstore_changes(ref(...))`: land the upstream's changes, return their view (land)."""
         log = self.logstore_config(node)
-        # the upstream's own table: in a reduced-input run dbt renders a ref as a subquery
+        # the upstream's own table (a reduced-input run renders a ref as a subquery)
         upstream_relation = dataclasses.replace(upstream_relation, limit=None, event_time_filter=None)
         upstream_log = self.logstore_config(upstream_node) if upstream_node is not None else None
         source_landing.check_reads_upstream(log, node_config(node).get("materialized"),
@@ -497,8 +496,9 @@ class LogstoreAdapter(SparkAdapter):
         state = self._run_state()
         landed = source_landing.land(
             self._catalog(), self.connections.get_thread_connection().handle, log, upstream_log,
-            this_relation, upstream_relation, normalize, full_refresh, drop_after=state.landed,
-            reduced_inputs=bool(self.logstore_reduced_inputs()))
+            this_relation, upstream_relation, normalize, full_refresh, state.landed,
+            bool(self.logstore_reduced_inputs()), at_run,
+            (self.config.project_name, self.config.credentials.schema), state.read_up_to)
         state.sources = landed.sources
         return landed.view
 

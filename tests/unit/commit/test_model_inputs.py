@@ -69,3 +69,13 @@ def test_inputs_in_a_confirmation_read_back():
     assert Confirmation.from_json(value).inputs == (ModelInput("customers", "t.customers", 12),
                                                     ModelInput("orders", "t.orders", None, (9, 10)))
     assert Confirmation.from_json({**value, "inputs": None}).inputs is None
+
+
+def test_an_input_read_through_logstore_changes_is_the_snapshot_read_up_to():
+    # the build read customers' log up to snapshot 12, though its table is at 14 meanwhile
+    catalog = Catalog({"s.customers": logged(14), "s.orders_v2": logged(9)})
+    read = model_inputs.read_at_start(catalog, ["model.p.customers", "model.p.orders"], NODES,
+                                      log_of, read_up_to={"customers": 12})
+    assert read.settle(catalog) == (ModelInput("customers", "t.customers", 12),
+                                    ModelInput("orders", "t.orders", 9))
+    assert catalog.read == ["s.orders_v2"] * 2  # no statement for the input read exactly

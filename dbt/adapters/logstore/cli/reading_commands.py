@@ -98,7 +98,7 @@ def changes_at_run(project: Any, model: Any, invocation: str) -> Iterator[Any]:
     invocation id) names for it (reading/runs.py)."""
     from dbt.adapters.logstore.reading import runs
 
-    record = runs.run_at(runs.run_records(model.log, *project.run_topic_parts), invocation)
+    record = runs.find_run(model.log, *project.run_topic_parts, invocation)
     return runs.changes_at_run(model.log, record, model.name, table=model.table_id)
 
 

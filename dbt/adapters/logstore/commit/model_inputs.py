@@ -9,7 +9,7 @@ commit, and a commit changes the property (or first sets the intent a statement 
 before its rows). Anything else is named as not known, never guessed."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from dbt.adapters.logstore.config.log_config import LogConfig, node_field
@@ -60,21 +60,30 @@ class InputsRead:
 
     tables: List[InputTable]
     before: Dict[str, Optional[int]]
+    # inputs read through logstore_changes(), by name: the snapshot their changes were read up
+    # to, known exactly whatever the table did meanwhile (the build read the log, not the table)
+    read_up_to: Dict[str, int] = field(default_factory=dict)
 
     def settle(self, catalog: Catalog) -> Tuple[ModelInput, ...]:
         """Read again after the build: what the confirmation says of each input."""
         if not self.tables:
             return ()
-        return settled(self.tables, self.before, read(catalog, self.tables))
+        unsure = [t for t in self.tables if t.name not in self.read_up_to]
+        said = {i.name: i for i in settled(unsure, self.before, read(catalog, unsure))} if unsure else {}
+        return tuple(said.get(t.name) or ModelInput(t.name, t.topic, self.read_up_to[t.name])
+                     for t in self.tables)
 
 
 def read_at_start(catalog: Catalog, depends_on: Optional[Iterable[str]], nodes: Mapping[str, Any],
-                  log_of: Callable[[Any], LogConfig]) -> Optional[InputsRead]:
-    """A model run's inputs as it begins (None: not a model's build, e.g. a recovery)."""
+                  log_of: Callable[[Any], LogConfig],
+                  read_up_to: Optional[Mapping[str, int]] = None) -> Optional[InputsRead]:
+    """A model run's inputs as it begins (None: not a model's build, e.g. a recovery);
+    `read_up_to`: the inputs its logstore_changes() read, as they were read (no statement)."""
     if depends_on is None:
         return None
     tables = logged_inputs(depends_on, nodes, log_of)
-    return InputsRead(tables, read(catalog, tables))
+    known = dict(read_up_to or {})
+    return InputsRead(tables, read(catalog, [t for t in tables if t.name not in known]), known)
 
 
 def settled(inputs: List[InputTable], before: Mapping[str, Optional[int]],

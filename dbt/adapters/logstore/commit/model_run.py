@@ -40,6 +40,8 @@ class ModelRunState:
     # changes a staged table between that check and its commit)
     staged_rows: Dict[str, int] = field(default_factory=dict)
     inputs: Optional[InputsRead] = None  # the logged models its build reads, as it began
+    # the upstreams its logstore_changes() read (rendered before `begin`): snapshot read up to
+    read_up_to: Dict[str, int] = field(default_factory=dict)
 
     def model_log(self, log: LogConfig) -> ModelLog:
         """The model's log for this run: its log system looked up once (log_system.ModelLog),

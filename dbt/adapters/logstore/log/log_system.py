@@ -222,8 +222,9 @@ class LogSystem(ABC):
         `log`'s cluster, creating the topic, committed on its own (`writer_id`)."""
         raise NotImplementedError(f"the {self.name!r} log system keeps no run records")
 
-    def run_records(self, log: LogConfig, topic: str) -> List[LogRecord]:
-        """Every committed record of run topic `topic` on `log`'s cluster, in order."""
+    def run_records(self, log: LogConfig, topic: str, last_only: bool = False) -> List[LogRecord]:
+        """Every committed record of run topic `topic` on `log`'s cluster, in order (with
+        `last_only`, the last one alone: [] when there is none)."""
         raise NotImplementedError(f"the {self.name!r} log system keeps no run records")
 
     def control_tails(self, logs: Sequence[LogConfig]) -> Dict[str, List[LogRecord]]:
@@ -298,8 +299,8 @@ class ModelLog:
     def write_run_record(self, topic: str, writer_id: str, key: bytes, value: bytes) -> None:
         self.system.write_run_record(self.config, topic, writer_id, key, value)
 
-    def run_records(self, topic: str) -> List[LogRecord]:
-        return self.system.run_records(self.config, topic)
+    def run_records(self, topic: str, last_only: bool = False) -> List[LogRecord]:
+        return self.system.run_records(self.config, topic, last_only)
 
 
 def open_model_log(config: LogConfig) -> ModelLog:

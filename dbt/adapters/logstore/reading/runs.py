@@ -21,16 +21,23 @@ class NoSuchRun(UsageError):
     command line asked for what is not there)."""
 
 
-def run_records(log: Union[LogConfig, str], project: str, schema: str,
+def run_records(log: Union[LogConfig, str], project: str, schema: str, last_only: bool = False,
                 **client_properties: Any) -> List[RunRecord]:
     """Every run record of dbt project `project` on its target of schema `schema`, oldest
-    first: on the cluster of `log` (a model's LogConfig: its log system and client settings)
-    or at the address `log` names (bootstrap servers; `client_properties` as a profile's
-    `kafka_properties`)."""
+    first (`last_only`: the last alone): on the cluster of `log` (a model's LogConfig: its log
+    system and client settings) or at the address `log` names (bootstrap servers;
+    `client_properties` as a profile's `kafka_properties`)."""
     topic = run_topic_for(project, schema)
     if isinstance(log, str):
         log = topic_log(log, topic, **client_properties)
-    return [RunRecord.decode(r.value) for r in open_model_log(log).run_records(topic)]
+    return [RunRecord.decode(r.value) for r in open_model_log(log).run_records(topic, last_only)]
+
+
+def find_run(log: Union[LogConfig, str], project: str, schema: str, invocation: str = "latest",
+             **client_properties: Any) -> RunRecord:
+    """The run record of `invocation` ('latest': read from near the topic's end)."""
+    return run_at(run_records(log, project, schema, invocation == "latest", **client_properties),
+                  invocation)
 
 
 def run_at(records: Sequence[RunRecord], invocation: str = "latest") -> RunRecord:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.log.control_records import DELIVER, ConfirmedAttempts, RecordTags
 from dbt.adapters.logstore.formats import BARE_ROW, ENVELOPE, is_tombstone_after_delete, value_shape
@@ -125,6 +125,25 @@ def plan_read(upstream: str, topic: str, confirmations: Sequence[Any],
     attempts = ConfirmedAttempts(upstream, newer)
     return ReadPlan(upstream, topic, position.snapshot, last.snapshot, ranges, attempts, False), \
         dict(last.end_offsets)
+
+
+def bound_by_run(upstream: str, topic: str, confirmations: Sequence[Any], at: Any, invocation: str,
+                 table_snapshot: int, table_version: Optional[str]) -> Tuple[List[Any], int, Optional[str]]:
+    """`logstore_changes(..., at_run=...)`: the upstream as run record `invocation` names it (`at`:
+    log/run_records.ModelAtRun), so the range ends at its snapshot then, not its latest:
+    (the confirmations up to it, its snapshot then, the table version holding that snapshot's
+    rows: None for a table read as it is). Refused when the record names the upstream unlogged
+    or logging to another topic."""
+    from dbt.adapters.logstore.reading.reader import ReaderError
+
+    if not at.logged:
+        raise ReaderError(f"run {invocation} names upstream {upstream} as not logged then.")
+    if at.topic != topic:
+        raise ReaderError(f"run {invocation} names upstream {upstream}'s log in '{at.topic}'; "
+                          f"it logs to '{topic}' now. Read it at a later run, or without at_run.")
+    snapshot = int(at.snapshot or 0)
+    version = table_version if snapshot == table_snapshot else at.table_version
+    return [c for c in confirmations if c.snapshot <= snapshot], snapshot, version
 
 
 def read_range(log: LogReader, partition: int, start: int, end: int, attempts: ConfirmedAttempts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from dbt_common.exceptions import DbtRuntimeError
 
@@ -56,16 +56,32 @@ def check_reads_upstream(log: LogConfig, materialized: Optional[str],
             f"materialized='incremental' with 'log.system' set.")
 
 
+def checked_at_run(log: LogConfig, upstream_log: LogConfig, at_run: Any) -> Optional[str]:
+    """logstore_changes()'s `at_run`: none, 'latest' or an invocation id (a non-empty string)."""
+    if at_run is None or (isinstance(at_run, str) and at_run.strip()):
+        return None if at_run is None else at_run.strip()
+    raise DbtRuntimeError(
+        f"Model '{log.model}': logstore_changes(ref('{upstream_log.model}'), at_run={at_run!r}) "
+        f"names no run. Allowed: 'latest' or a dbt invocation id (a run record's).")
+
+
 def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
          this_relation: Any, upstream_relation: Any, normalize: bool, full_refresh: bool,
-         drop_after: List[str], reduced_inputs: bool = False) -> Landed:
+         drop_after: List[str], reduced_inputs: bool = False, at_run: Any = None,
+         run_topic_parts: Tuple[str, str] = ("", ""),
+         read_up_to: Optional[Dict[str, int]] = None) -> Landed:
     """Land this run's range of the upstream's changes: from the position the downstream table
-    recorded (none on its first run or a full refresh). Each relation it creates is added to
+    recorded (none on its first run or a full refresh) up to the upstream's latest confirmed
+    snapshot, or the one run record `at_run` names for it (an invocation id or 'latest', of
+    the project and target schema `run_topic_parts`; the snapshot read up to goes into
+    `read_up_to`, by upstream model, for the confirmation's inputs). Each relation it creates is added to
     `drop_after` as soon as it exists (as dbt's post-model hook drops it: a table's name, or
     'view <name>'), failure or not. A run from reduced inputs (run_modes.py) lands no change and
     moves no position: the view has the columns and no rows."""
     from dbt.adapters.logstore.reading.reader import ChangelogReader, ReaderError, open_log
+    from dbt.adapters.logstore.reading import runs
 
+    at_run = checked_at_run(log, upstream_log, at_run)
     upstream_id = f"{upstream_relation.schema}.{upstream_relation.identifier}"
     existing = catalog.sibling(this_relation, this_relation.identifier)
     this_props = catalog.properties(existing) if existing is not None and existing.is_table \
@@ -82,15 +98,27 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     upstream_props = catalog.properties(upstream_relation)
     upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
     try:
-        upstream_snapshot, version = table_snapshot.readable_snapshot(upstream_props, upstream_log.model)
+        table_at, version = table_snapshot.readable_snapshot(upstream_props, upstream_log.model)
+        confirmations, upstream_snapshot = reader.confirmations(), table_at
+        if at_run is not None:  # the range ends where the run record names the upstream
+            at = runs.find_run(upstream_log, *run_topic_parts, at_run).model(upstream_log.model)
+            confirmations, upstream_snapshot, version = source_changes.bound_by_run(
+                upstream_id, str(upstream_log.topic), confirmations, at, at_run, table_at, version)
         plan, end = source_changes.plan_read(upstream_id, str(upstream_log.topic),
-                                             reader.confirmations(), sources.get(upstream_id),
+                                             confirmations, sources.get(upstream_id),
                                              upstream_snapshot, reader.log.start_offsets())
-    except (ReaderError, table_snapshot.UnloggedCommit) as exc:
-        raise DbtRuntimeError(f"Model '{log.model}': {exc}") from None
+    except (ReaderError, table_snapshot.UnloggedCommit, KeyError) as exc:
+        raise DbtRuntimeError(f"Model '{log.model}': {str(exc).strip(chr(34))}") from None
+    if plan.hybrid and version is None and plan.to_snapshot not in (0, table_at):
+        raise DbtRuntimeError(
+            f"Model '{log.model}': its first read of upstream '{upstream_log.model}' at run "
+            f"{at_run} needs that table at snapshot {plan.to_snapshot}, and it is at {table_at} "
+            f"now; a table without versions (not Iceberg or Delta) keeps no older rows to "
+            f"read. Allowed: at_run='latest' (or no at_run) for the first run, or an upstream "
+            f"on Iceberg or Delta.")
     raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)
     names_only = [name for name, _ in columns]
-    if plan.hybrid:
+    if plan.hybrid and (plan.to_snapshot or at_run is None):  # (a run before its first: none)
         catalog.run(source_changes.hybrid_rows_sql(
             str(raw), table_formats.as_of(upstream_relation, version), names_only,
             upstream_log.unique_key, plan.to_snapshot, upstream_log.images))
@@ -103,9 +131,11 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     view = _changes_view(catalog, this_relation, upstream_relation, raw, columns, normalize,
                          upstream_log, drop_after)
     sources[upstream_id] = plan.position(end)
+    if read_up_to is not None:
+        read_up_to[upstream_log.model] = plan.to_snapshot
     logger.info(f"{log.model}: reading {upstream_log.model} "
                 + ("as of its snapshot " if plan.hybrid else f"changes after snapshot {plan.from_snapshot} up to ")
-                + str(plan.to_snapshot))
+                + str(plan.to_snapshot) + (f" (run {at_run})" if at_run else ""))
     return Landed(view, source_changes.dump_sources(sources))
 
 

@@ -66,7 +66,7 @@
      normalize=true there is one row per key: its last change in the range. A `merge` model
      with a unique_key deletes the keys whose op is 'd' and upserts the rest; the op and
      snapshot columns are not stored. See dbt/adapters/logstore/source_changes.py. --#}
-{% macro logstore_changes(upstream, normalize=false) -%}
+{% macro logstore_changes(upstream, normalize=false, at_run=none) -%}
   {%- if not execute -%}
     {{ return(upstream) }}
   {%- endif -%}
@@ -75,5 +75,5 @@
         and node.schema == upstream.schema and node.alias == upstream.identifier -%}
     {%- set ns.node = node -%}
   {%- endfor -%}
-  {{ return(adapter.logstore_source_changes(model, this, upstream, ns.node, normalize, should_full_refresh())) }}
+  {{ return(adapter.logstore_source_changes(model, this, upstream, ns.node, normalize, should_full_refresh(), at_run)) }}
 {%- endmacro %}

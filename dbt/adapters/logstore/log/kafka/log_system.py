@@ -257,11 +257,11 @@ class KafkaLogSystem(LogSystem):
                 raise DbtRuntimeError(str(exc)) from exc
         return found
 
-    def run_records(self, log: LogConfig, topic: str) -> "list[Any]":
+    def run_records(self, log: LogConfig, topic: str, last_only: bool = False) -> "list[Any]":
         from dbt.adapters.logstore.log.kafka import run_topic
 
         try:
-            return run_topic.read_records(log, self.clients(log), topic)
+            return run_topic.read_records(log, self.clients(log), topic, last_only)
         except ReaderError as exc:  # already in plain words
             raise DbtRuntimeError(str(exc)) from exc
 

@@ -51,8 +51,16 @@ def write_record(clients: KafkaClients, topic: str, writer_id: str, key: bytes,
     with_retries(attempt, config, f"writing the run record to {topic}")
 
 
-def read_records(log: LogConfig, clients: KafkaClients, topic: str) -> List[LogRecord]:
-    return KafkaLogReader(log, clients).records_to_end(topic)
+def read_records(log: LogConfig, clients: KafkaClients, topic: str,
+                 last_only: bool = False) -> List[LogRecord]:
+    """The run topic's committed records; with `last_only` the last one, read from near the end
+    (a year of hourly runs is thousands of records): the whole topic only when its tail holds
+    no committed record."""
+    reader = KafkaLogReader(log, clients)
+    if last_only:
+        tails = reader.tails([topic])
+        return (tails[topic] if topic in tails else reader.records_to_end(topic))[-1:]
+    return reader.records_to_end(topic)
 
 
 def control_tails(logs: List[LogConfig], clients: KafkaClients) -> Dict[str, List[LogRecord]]:
