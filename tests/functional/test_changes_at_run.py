@@ -99,3 +99,42 @@ class TestChangesAtRun:
         finally:
             admin.close()
         assert table_state(mirror) == state  # not part of those runs
+
+
+SOURCES_YML = """
+version: 2
+sources:
+  - name: crm
+    schema: "{{ target.schema }}"
+    tables:
+      - name: accounts
+        identifier: customers
+      - name: flat
+        identifier: plain
+"""
+PLAIN = """
+{{ config(materialized='table') }}
+select 2 as id
+"""
+FROM_SOURCES = """
+{{ config(materialized='table', unique_key='id', log_system='kafka') }}
+select a.id, a.name from {{ source('crm', 'accounts') }} a join {{ source('crm', 'flat') }} f on f.id = a.id
+"""
+
+
+class TestSourceInputs:
+    """A `source()` whose table is logged (here this project's own customers, read as another
+    project would) is named among the inputs with its topic; a source that is not logged is not."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"customers.sql": CUSTOMERS, "plain.sql": PLAIN, "from_sources.sql": FROM_SOURCES,
+                "sources.yml": SOURCES_YML}
+
+    def test_a_logged_source_is_an_input(self, project, kafka_bootstrap_servers):
+        bootstrap, schema = kafka_bootstrap_servers, project.test_schema
+        run_dbt(["run", "--select", "customers", "plain", "--vars", json.dumps({"step": 2})])
+        run_dbt(["run", "--select", "from_sources"])
+        assert inputs_of(bootstrap, f"{schema}.from_sources") == [
+            {"name": "crm.accounts", "topic": f"{schema}.customers", "snapshot": 1}]
+        assert rows_of(f"{schema}.from_sources") == [(2, "c4")]

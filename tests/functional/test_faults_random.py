@@ -254,6 +254,7 @@ class RandomKills:
         confirmed = {model: {c["snapshot"]: c for c in wait_for_confirmations(self.bootstrap, self.topic(model), 1)}
                      for model in self.logged}
         newest: Dict[str, int] = {}
+        checked_pairs: List[str] = []
         for record in records:
             for model in self.logged:
                 at = record.model(model)
@@ -265,6 +266,15 @@ class RandomKills:
                     (confirmation["end_offsets"], confirmation["changeset"]), f"{where}: {model}@{at.snapshot}"
                 assert at.snapshot >= newest.get(model, 0), f"{where}: {model} went back at run {record.invocation_id}"
                 newest[model] = at.snapshot
+                # a model this run built is paired with the inputs it was built from (daily
+                # with the seed's snapshot it read): a join at the record meets states that
+                # belong together; a change set re-sent by recovery names no inputs
+                for read in (confirmation.get("inputs") or []) if at.did == "changed" else []:
+                    paired = record.model(read["name"]).snapshot
+                    assert read["snapshot"] is None or read["snapshot"] == paired, \
+                        f"{where}: run {record.invocation_id} pairs {model}@{at.snapshot} with {read['name']}@{paired}, built from @{read['snapshot']}"
+                    checked_pairs.append(model)
+        assert "daily" not in self.logged or "daily" in checked_pairs, f"{where}: no pair checked"
         last = records[-1]
         for model in self.logged:
             assert last.model(model).snapshot == max(confirmed[model]), \

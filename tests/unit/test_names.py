@@ -112,6 +112,7 @@ def test_the_values_are_those_on_the_wire_and_in_metastores():
         "logstore.snapshot.table-version": "SNAPSHOT_TABLE_VERSION",
         "logstore.log.cluster-id": "LOG_CLUSTER_ID",
         "logstore.log.topic-id": "LOG_TOPIC_ID",
+        "logstore.log.topic": "LOG_TOPIC",
         "logstore.log.control-topic-id": "LOG_CONTROL_TOPIC_ID",
         "logstore.generation": "GENERATION",
         "logstore.generation.snapshot": "GENERATION_SNAPSHOT",

@@ -85,7 +85,7 @@ class LogstoreAdapter(SparkAdapter):
         nodes = getattr(macro_resolver, "nodes", None)
         if nodes:
             check_all(nodes.values(), self.logstore_config)
-            self._run_watch.watch(get_invocation_id(), nodes)
+            self._run_watch.watch(get_invocation_id(), nodes, getattr(macro_resolver, "sources", None))
 
     @available
     def logstore_changeset_id(self, invocation_id: str, node: Any) -> str:
@@ -124,9 +124,9 @@ class LogstoreAdapter(SparkAdapter):
         """Before anything changes: lock, log ready, a failed run settled, a log or generation
         started (commit_protocol.begin); the logged inputs' snapshots read (model_inputs)."""
         partitions = commit_protocol.begin(self, log, target_relation, partition_by, invocation_id, changeset, bool(resnapshot))
-        state = self._run_state()  # with logstore_changes()' read_up_to (rendered before this)
-        state.inputs = model_inputs.read_at_start(
-            self._catalog(), depends_on, self._run_watch.nodes, self.logstore_config, state.read_up_to)
+        state, watch = self._run_state(), self._run_watch  # read_up_to: logstore_changes() rendered
+        state.inputs = model_inputs.read_at_start(self._catalog(), depends_on, watch.nodes, self.logstore_config,
+                                                  state.read_up_to, watch.sources, watch.unlogged_sources)
         return partitions
 
     @available.parse_none

@@ -108,6 +108,9 @@ SNAPSHOT_TABLE_VERSION = "logstore.snapshot.table-version"
 # The log's identity as the table last saw it (lifecycle/identity.py compares them on every run):
 # the cluster's id, the data topic's and the control topic's ids (Kafka's topic ids, KIP-516).
 LOG_CLUSTER_ID = "logstore.log.cluster-id"
+# The data topic the snapshot went to, by name: so a model of another project that reads the
+# table as a `source()` names it among its inputs (commit/model_inputs.py).
+LOG_TOPIC = "logstore.log.topic"
 LOG_TOPIC_ID = "logstore.log.topic-id"
 LOG_CONTROL_TOPIC_ID = "logstore.log.control-topic-id"
 # The log's generation the table's snapshot is in, the snapshot that started it and the offsets

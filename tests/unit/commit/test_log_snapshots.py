@@ -338,14 +338,16 @@ def test_carried_properties():
     # it has read its upstream logs ...
     # and the table format's version its snapshot's rows are in
     # and the log's identity and generation (lifecycle/identity.py compares them every run)
+    # and its topic's name (a source's reader names it among its inputs)
     from dbt.adapters.logstore.names import (
         GENERATION, GENERATION_OFFSETS, GENERATION_SNAPSHOT, LOG_CLUSTER_ID, LOG_CONTROL_TOPIC_ID,
-        LOG_TOPIC_ID, SNAPSHOT_TABLE_VERSION, SOURCES,
+        LOG_TOPIC, LOG_TOPIC_ID, SNAPSHOT_TABLE_VERSION, SOURCES,
     )
 
     assert CARRIED == (SNAPSHOT_ID, SNAPSHOT_OFFSETS, SNAPSHOT_ATTEMPT, SNAPSHOT_TABLE_VERSION,
                        MIRRORED, TOPIC_PARTITIONS, SOURCES, LOG_CLUSTER_ID, LOG_TOPIC_ID,
-                       LOG_CONTROL_TOPIC_ID, GENERATION, GENERATION_SNAPSHOT, GENERATION_OFFSETS)
+                       LOG_CONTROL_TOPIC_ID, LOG_TOPIC, GENERATION, GENERATION_SNAPSHOT,
+                       GENERATION_OFFSETS)
     # ... but never the change-set tags of the commit being made
     assert COMMITTED not in CARRIED and CHANGESET_ID not in CARRIED
 

@@ -79,3 +79,30 @@ def test_an_input_read_through_logstore_changes_is_the_snapshot_read_up_to():
     assert read.settle(catalog) == (ModelInput("customers", "t.customers", 12),
                                     ModelInput("orders", "t.orders", 9))
     assert catalog.read == ["s.orders_v2"] * 2  # no statement for the input read exactly
+
+
+SOURCES = {
+    "source.p.crm.accounts": {"source_name": "crm", "name": "accounts", "identifier": "accounts_v1", "schema": "other"},
+    "source.p.raw.events": {"source_name": "raw", "name": "events", "schema": "raw"},
+}
+
+
+def test_a_source_is_an_input_when_its_table_is_logged_and_an_unlogged_one_is_read_once():
+    accounts = {**logged(5), "logstore.log.topic": "other.accounts"}
+    catalog = Catalog({"other.accounts_v1": accounts, "raw.events": {"owner": "x"},
+                       "s.customers": logged(12)})
+    depends_on = ["source.p.crm.accounts", "source.p.raw.events", "model.p.customers"]
+    not_logged = set()
+    read = model_inputs.read_at_start(catalog, depends_on, NODES, log_of, sources=SOURCES,
+                                      not_logged=not_logged)
+    assert read.settle(catalog) == (ModelInput("crm.accounts", "other.accounts", 5),
+                                    ModelInput("customers", "t.customers", 12))
+    assert not_logged == {"raw.events"}
+    catalog.read.clear()
+    model_inputs.read_at_start(catalog, depends_on, NODES, log_of, sources=SOURCES, not_logged=not_logged)
+    assert "raw.events" not in catalog.read  # known not logged for the rest of the invocation
+    # a source logged before its table named its topic: the topic is not known
+    del accounts["logstore.log.topic"]
+    read = model_inputs.read_at_start(catalog, ["source.p.crm.accounts"], NODES, log_of, sources=SOURCES)
+    assert read.settle(catalog) == (ModelInput("crm.accounts", None, 5),)
+    assert ModelInput("crm.accounts", None, 5).to_json()["topic"] is None

@@ -10,6 +10,7 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.log.control_records import ModelInput
+from dbt.adapters.logstore.names import LOG_TOPIC
 from dbt.adapters.logstore.commit import snapshots as log_snapshots, parallel_mirror
 from dbt.adapters.logstore.spark import table_formats
 from dbt.adapters.logstore.spark.catalog import Catalog, logger
@@ -79,7 +80,7 @@ def snapshot_properties(response: LogstoreAdapterResponse, changeset: str,
         generation=int(response.log_generation or 1),
         generation_start=None if response.log_generation_start is None else {
             int(p): int(o) for p, o in response.log_generation_start.items()})
-    return {**snapshot.properties(changeset),
+    return {**snapshot.properties(changeset), **({LOG_TOPIC: response.topic} if response.topic else {}),
             **(identity.identity_properties(log_state) if log_state is not None else {})}
 
 

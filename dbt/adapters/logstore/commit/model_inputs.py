@@ -1,6 +1,12 @@
-"""A model's inputs (issue 54): which snapshot of each logged model it `ref()`s its build read,
+"""A model's inputs (issue 54): which snapshot of each logged model it `ref()`s, and of each
+`source()` that is a logged table (another project's logged model, say), its build read,
 recorded in its confirmation (log/control_records.ModelInput), so a consumer can check that
 gold@7 came from customers@12 without any run record.
+
+A ref's log is known from its config; a source's only from its table: it is logged when its
+properties carry a snapshot (its topic is LOG_TOPIC). A source found not logged is remembered
+for the invocation (`not_logged`), so an unlogged source costs one statement a run, not two a
+model.
 
 How it is known: an input's snapshot is in its table's properties (SNAPSHOT_ID), read as the
 model's run begins and again before its log write. The same snapshot both times, with no commit
@@ -10,19 +16,20 @@ before its rows). Anything else is named as not known, never guessed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from dbt.adapters.logstore.config.log_config import LogConfig, node_field
 from dbt.adapters.logstore.config.options import LOGGABLE_RESOURCES
 from dbt.adapters.logstore.log.control_records import ModelInput
 from dbt.adapters.logstore.commit.table_snapshot import input_snapshot
+from dbt.adapters.logstore.names import LOG_TOPIC, SNAPSHOT_ID
 from dbt.adapters.logstore.spark.catalog import Catalog
 
 
 @dataclass(frozen=True)
 class InputTable:
     name: str
-    topic: str
+    topic: Optional[str]  # None: not known (a source logged before its table named its topic)
     relation: str
 
 
@@ -42,16 +49,46 @@ def logged_inputs(depends_on: Iterable[str], nodes: Mapping[str, Any],
     return found
 
 
+def source_tables(depends_on: Iterable[str], sources: Mapping[str, Any]) -> List[InputTable]:
+    """The sources among a model's `depends_on` (`sources`: the manifest's, by id), named
+    `<source name>.<table name>`; whether each is logged is for its table to say."""
+    found = []
+    for uid in sorted(set(depends_on)):
+        source = sources.get(uid)
+        if source is not None:
+            table = node_field(source, "identifier") or node_field(source, "name")
+            found.append(InputTable(f"{node_field(source, 'source_name')}.{node_field(source, 'name')}",
+                                    None, f"{node_field(source, 'schema')}.{table}"))
+    return found
+
+
+def _properties(catalog: Catalog, relation: str) -> Optional[Dict[str, str]]:
+    try:
+        return catalog.properties(relation)
+    except Exception:  # noqa: BLE001 - a missing or unreadable table: not known
+        return None
+
+
 def read(catalog: Catalog, inputs: List[InputTable]) -> Dict[str, Optional[int]]:
     """Each input's snapshot now (one `show tblproperties` each)."""
-    found: Dict[str, Optional[int]] = {}
-    for table in inputs:
-        try:
-            props: Optional[Dict[str, str]] = catalog.properties(table.relation)
-        except Exception:  # noqa: BLE001 - a missing or unreadable table: not known
-            props = None
-        found[table.name] = input_snapshot(props)
-    return found
+    return {table.name: input_snapshot(_properties(catalog, table.relation)) for table in inputs}
+
+
+def logged_sources(catalog: Catalog, candidates: List[InputTable], not_logged: Set[str]
+                   ) -> Tuple[List[InputTable], Dict[str, Optional[int]]]:
+    """The candidates whose tables are logged, with their topics, and their snapshots now (one
+    `show tblproperties` each); the others go into `not_logged`, not read again."""
+    tables, now = [], {}
+    for table in candidates:
+        if table.relation in not_logged:
+            continue
+        props = _properties(catalog, table.relation)
+        if props is None or SNAPSHOT_ID not in props:
+            not_logged.add(table.relation)
+            continue
+        tables.append(InputTable(table.name, props.get(LOG_TOPIC) or None, table.relation))
+        now[table.name] = input_snapshot(props)
+    return tables, now
 
 
 @dataclass
@@ -76,14 +113,21 @@ class InputsRead:
 
 def read_at_start(catalog: Catalog, depends_on: Optional[Iterable[str]], nodes: Mapping[str, Any],
                   log_of: Callable[[Any], LogConfig],
-                  read_up_to: Optional[Mapping[str, int]] = None) -> Optional[InputsRead]:
+                  read_up_to: Optional[Mapping[str, int]] = None,
+                  sources: Optional[Mapping[str, Any]] = None,
+                  not_logged: Optional[Set[str]] = None) -> Optional[InputsRead]:
     """A model run's inputs as it begins (None: not a model's build, e.g. a recovery);
-    `read_up_to`: the inputs its logstore_changes() read, as they were read (no statement)."""
+    `read_up_to`: the inputs its logstore_changes() read, as they were read (no statement);
+    `sources` the manifest's, `not_logged` the sources this invocation found not logged."""
     if depends_on is None:
         return None
+    depends_on = list(depends_on)
     tables = logged_inputs(depends_on, nodes, log_of)
     known = dict(read_up_to or {})
-    return InputsRead(tables, read(catalog, [t for t in tables if t.name not in known]), known)
+    before = read(catalog, [t for t in tables if t.name not in known])
+    from_sources, now = logged_sources(catalog, source_tables(depends_on, sources or {}),
+                                       set() if not_logged is None else not_logged)
+    return InputsRead(sorted(tables + from_sources, key=lambda t: t.name), {**before, **now}, known)
 
 
 def settled(inputs: List[InputTable], before: Mapping[str, Optional[int]],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
@@ -66,15 +66,18 @@ class RunWatch:
     def __init__(self) -> None:
         self.invocation_id: Optional[str] = None
         self.nodes: Dict[str, Any] = {}  # the manifest's, by unique id
+        self.sources: Dict[str, Any] = {}  # the manifest's sources, by unique id
+        self.unlogged_sources: Set[str] = set()  # tables of sources found not logged (model_inputs)
         self.statuses: Dict[str, str] = {}
         self.written: Optional[str] = None  # the invocation whose record is written
 
-    def watch(self, invocation_id: str, nodes: Mapping[str, Any]) -> None:
+    def watch(self, invocation_id: str, nodes: Mapping[str, Any],
+              sources: Optional[Mapping[str, Any]] = None) -> None:
         from dbt_common.events.event_manager_client import get_event_manager
 
         if invocation_id != self.invocation_id:
-            self.invocation_id, self.statuses = invocation_id, {}
-        self.nodes = dict(nodes)
+            self.invocation_id, self.statuses, self.unlogged_sources = invocation_id, {}, set()
+        self.nodes, self.sources = dict(nodes), dict(sources or {})
         callbacks = get_event_manager().callbacks  # reset by dbt as each invocation starts
         if self._heard not in callbacks:
             callbacks.append(self._heard)

@@ -39,12 +39,12 @@ class ModelInput:
     commit of the input was under way or not logged yet)."""
 
     name: str
-    topic: str
+    topic: Optional[str]  # None: a source logged before its table named its topic
     snapshot: Optional[int]
     read_between: Optional[Tuple[Optional[int], Optional[int]]] = None
 
     def to_json(self) -> Dict[str, Any]:
-        value: Dict[str, Any] = {"name": self.name, "topic": self.topic, "snapshot": self.snapshot}
+        value: Dict[str, Any] = {"name": self.name, "topic": self.topic or None, "snapshot": self.snapshot}
         if self.read_between is not None:
             value["read_between"] = list(self.read_between)
         return value
@@ -52,7 +52,7 @@ class ModelInput:
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> "ModelInput":
         between = value.get("read_between")
-        return cls(name=str(value["name"]), topic=str(value["topic"]),
+        return cls(name=str(value["name"]), topic=value.get("topic") or None,
                    snapshot=None if value.get("snapshot") is None else int(value["snapshot"]),
                    read_between=None if between is None else (between[0], between[1]))
 
