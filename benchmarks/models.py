@@ -5,7 +5,9 @@
 
 `make bench-models` runs it with the defaults. A throw-away dbt project: --models keyed table
 models (`m01`, ..., unique_key id, 200 rows each), a keyed incremental `merge` model (on Delta,
-where plain dbt-spark can merge too) and a keyless table model, every one logged (transactional).
+where plain dbt-spark can merge too), a keyless table model and a keyed `downstream` model that
+`ref()`s m01 and m02 (logged inputs: its confirmation names their snapshots), every one logged
+(transactional).
 It runs with plain dbt-spark (`type: spark`, where the log's configs mean nothing) and with
 dbt-logstore, into schemas of their own, on the embedded broker. For each method (session: one
 Spark session both profiles share; thrift: a Spark Thrift Server, tests/functional/thrift_server.py;
@@ -18,7 +20,8 @@ the machine's load hits both alike (plain then logged, then logged then plain, .
 - --rebuilds rebuilds (v=2, 3, ...): every row changes, the merge model merges every row.
 
 Per model: its seconds (run_results.json's execution_time) and its SQL statements (the
-`On model.bench.<name>: /* {...} */` lines of the invocation's part of dbt.log); printed as the
+`On model.bench.<name>: /* {...} */` lines of the invocation's part of dbt.log); per logged
+invocation, its run record's seconds (written once as it ends: its debug line); printed as the
 mean a model, plain and logged, and their ratio, for each method and case; written to
 benchmarks/results-models.json (--quick: 3 models, results-models-quick.json, which git ignores).
 """
@@ -29,7 +32,6 @@ import contextlib
 import datetime
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -47,14 +49,16 @@ if str(ROOT) not in sys.path:  # run by path: the benchmarks package beside this
 
 from benchmarks.harness import add_work_options, git_commit, machine, print_result, run_child  # noqa: E402
 from benchmarks.tables import DASH, text_table  # noqa: E402
+from benchmarks.dbt_log import invocations, run_record_seconds, statements  # noqa: E402,F401
 
 RESULTS = HERE / "results-models.json"
 QUICK_RESULTS = HERE / "results-models-quick.json"
 PROJECT = "bench"
 VARIANTS = ("plain", "logged")
-CASES = ("first build", "rebuild", "incremental merge", "keyless rebuild")
+CASES = ("first build", "rebuild", "rebuild, 2 logged inputs", "incremental merge", "keyless rebuild")
 INCREMENTAL = "incremental_merge"
 KEYLESS = "keyless"
+DOWNSTREAM = "downstream"  # ref()s m01 and m02: its confirmation names them (model_inputs.py)
 WARMUP = "warmup"
 
 LOG = ("**{'log.system': 'kafka', 'log.consistency': 'transactional', "
@@ -65,6 +69,9 @@ KEYED = "{{ config(materialized='table', unique_key='id', " + LOG + ") }}\n" + R
 MERGE = ("{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id', "
          "file_format='delta', " + LOG + ") }}\n" + ROWS)
 KEYLESS_SQL = "{{ config(materialized='table', " + LOG + ") }}\n" + ROWS
+DOWNSTREAM_SQL = ("{{ config(materialized='table', unique_key='id', " + LOG + ") }}\n"
+                  "select a.id, a.name, a.amount + b.amount as amount\n"
+                  "from {{ ref('m01') }} a join {{ ref('m02') }} b on b.id = a.id\n")
 
 # Delta, for the merge model (plain dbt-spark merges on Delta, Iceberg or Hudi only)
 DELTA = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -82,6 +89,7 @@ def models(count: int, rows: int) -> Dict[str, str]:
     out = {name: KEYED.replace("{rows}", str(rows)) for name in model_names(count)}
     out[INCREMENTAL] = MERGE.replace("{rows}", str(rows))
     out[KEYLESS] = KEYLESS_SQL.replace("{rows}", str(rows))
+    out[DOWNSTREAM] = DOWNSTREAM_SQL
     out[WARMUP] = KEYED.replace("{rows}", str(rows))
     return out
 
@@ -115,38 +123,13 @@ def profile(method: str, session_dir: str, servers: str, port: Optional[int],
     return "\n".join(lines) + "\n"
 
 
-# --- dbt.log: statements per node ----------------------------------------------------------------
-
-HEADER = re.compile(r"^(?:\x1b\[[0-9;]*m)?=+ [\d:.]+ \| (?P<invocation>[0-9a-f-]+) =+\s*$")
-STATEMENT = re.compile(r"On (?P<node>model\.[\w.]+): /\* \{")
-
-
-def invocations(text: str) -> Dict[str, str]:
-    """A dbt.log's text split by invocation: invocation id -> its lines (dbt starts each
-    invocation's part with `===... HH:MM:SS.ffffff | <invocation id> ===...`)."""
-    parts: Dict[str, List[str]] = {}
-    current: Optional[List[str]] = None
-    for line in text.splitlines():
-        found = HEADER.match(line)
-        if found:
-            current = parts.setdefault(found["invocation"], [])
-        elif current is not None:
-            current.append(line)
-    return {key: "\n".join(lines) for key, lines in parts.items()}
-
-
-def statements(text: str, project: str = PROJECT) -> Dict[str, int]:
-    """SQL statements a node ran, in one invocation's part of dbt.log: its `On model.<project>.
-    <name>: /* {...} */` lines (dbt's query comment, the SQL after it). Model name -> count."""
-    counts: Dict[str, int] = {}
-    prefix = f"model.{project}."
-    for line in text.splitlines():
-        for found in STATEMENT.finditer(line):
-            node = found["node"]
-            if node.startswith(prefix):
-                name = node[len(prefix):]
-                counts[name] = counts.get(name, 0) + 1
-    return counts
+def run_record_summary(runs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """Per method, the logged invocations' run-record seconds (mean, and each)."""
+    out: Dict[str, Any] = {}
+    for r in runs:
+        if r["variant"] == "logged" and r.get("run_record_s") is not None:
+            out.setdefault(r["method"], []).append(r["run_record_s"])
+    return {method: {"mean_s": mean(each), "each_s": each} for method, each in out.items()}
 
 
 # --- the ratio table ------------------------------------------------------------------------------
@@ -158,6 +141,8 @@ def case_of(model: str, run: int) -> Optional[str]:
         return "incremental merge" if run > 0 else None
     if model == KEYLESS:
         return "keyless rebuild" if run > 0 else None
+    if model == DOWNSTREAM:
+        return "rebuild, 2 logged inputs" if run > 0 else None
     if model == WARMUP:
         return None
     return "first build" if run == 0 else "rebuild"
@@ -242,12 +227,13 @@ def dbt_run(spec: Dict[str, Any], variant: str, v: int, select: Optional[str], l
                          f"{result.exception or '; '.join(messages)}")
     run_results = json.loads((target_path / "run_results.json").read_text())
     invocation = run_results["metadata"]["invocation_id"]
-    counts = statements(invocations((log_path / "dbt.log").read_text()).get(invocation, ""))
+    logged = invocations((log_path / "dbt.log").read_text()).get(invocation, "")
+    counts = statements(logged)
     nodes = {}
     for node in run_results["results"]:
         name = node["unique_id"].split(".")[-1]
         nodes[name] = {"seconds": node["execution_time"], "statements": counts.get(name, 0)}
-    return {"invocation": invocation, "nodes": nodes}
+    return {"invocation": invocation, "nodes": nodes, "run_record_s": run_record_seconds(logged)}
 
 
 def child_main(spec: Dict[str, Any]) -> None:
@@ -382,11 +368,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": machine(), "commit": commit, "command": command.strip(),
                "models": count, "rows": args.rows, "rebuilds": args.rebuilds, "methods": methods,
-               "duration_s": round(time.monotonic() - began), "table": rows, "runs": runs,
-               "failures": failures}
+               "duration_s": round(time.monotonic() - began), "table": rows,
+               "run_record": run_record_summary(runs), "runs": runs, "failures": failures}
     results_path.write_text(json.dumps(summary, indent=1) + "\n")
     print("\nseconds and SQL statements a model (mean), plain dbt-spark and dbt-logstore logged:\n")
     print(table(rows))
+    for method, written in summary["run_record"].items():  # once an invocation, after its models
+        print(f"  {method}: the run record, once a logged invocation: {written['mean_s']:.3f} s (mean of "
+              f"{len(written['each_s'])})")
     print(f"\n{time.monotonic() - began:.0f} s; wrote {results_path}")
     return 1 if failures else 0
 

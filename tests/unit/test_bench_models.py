@@ -106,3 +106,22 @@ def test_the_table_gives_a_model_s_mean_and_the_ratios():
 def test_a_case_measured_by_one_variant_only_is_left_out():
     runs = [_run("session", "plain", 0, {"m01": (1.0, 4)}), _run("session", "logged", 1, {"m01": (1.0, 4)})]
     assert models.summarize(runs) == []
+
+
+def test_the_run_records_write_read_from_the_invocations_part_of_dbt_log():
+    part = ("12:00:01  Running with dbt\n"
+            "12:00:09  run record of 9a1c written to bench_logged.bench__logstore_runs in 0.153 s: "
+            "14 logged models, 14 changed\n")
+    assert models.run_record_seconds(part) == 0.153
+    assert models.run_record_seconds("12:00:01  Running with dbt\n") is None
+    runs = [{"method": "session", "variant": "logged", "run_record_s": 0.2},
+            {"method": "session", "variant": "logged", "run_record_s": 0.1},
+            {"method": "session", "variant": "plain", "run_record_s": None}]
+    summary = models.run_record_summary(runs)
+    assert summary["session"]["each_s"] == [0.2, 0.1] and abs(summary["session"]["mean_s"] - 0.15) < 1e-9
+
+
+def test_the_downstream_models_rebuild_is_its_own_case():
+    assert models.case_of(models.DOWNSTREAM, 0) is None
+    assert models.case_of(models.DOWNSTREAM, 1) == "rebuild, 2 logged inputs"
+    assert "ref('m01')" in models.models(3, 10)[models.DOWNSTREAM]
