@@ -262,8 +262,9 @@ class RandomKills:
                     continue  # the appended model's earlier topic (an undecidable commit)
                 confirmation = confirmed[model].get(at.snapshot)
                 assert confirmation is not None, f"{where}: run {record.invocation_id} names {model}@{at.snapshot}, not confirmed"
-                assert ({str(p): o for p, o in at.end_offsets.items()}, at.changeset) == \
-                    (confirmation["end_offsets"], confirmation["changeset"]), f"{where}: {model}@{at.snapshot}"
+                assert ({str(p): o for p, o in at.end_offsets.items()}, at.changeset, at.generation or 1) == \
+                    (confirmation["end_offsets"], confirmation["changeset"], confirmation.get("generation") or 1), \
+                    f"{where}: {model}@{at.snapshot}"  # the generation too (one model starts one every run)
                 assert at.snapshot >= newest.get(model, 0), f"{where}: {model} went back at run {record.invocation_id}"
                 newest[model] = at.snapshot
                 # a model this run built is paired with the inputs it was built from (daily
