@@ -11,8 +11,12 @@ reader (docs/log-format.md, tests/functional/contract.py):
 - each table records the snapshot and end offsets of its log's last confirmation (from the
   run's results, and from the tables' properties every tenth round and at the end);
 - nothing of the protocol (`__logstore_*` tables or directories) is left;
-- every run record names confirmed snapshots with their confirmations' offsets, never going
-  back, and the last one (the recovering run's) names each log's last confirmation.
+- every run record names confirmed snapshots with their confirmations' offsets and
+  generations, never going back, and the last one (the recovering run's) names each log's last
+  confirmation; a model it built is paired with the input snapshots it was built from;
+- a consumer joining two models only at run records (daily and the seed it is built from, each
+  read up to the last three records) meets states that belong together: daily holds exactly
+  the seed's events it is paired with.
 
 Rounds: LOGSTORE_KILL_ROUNDS (default 1, as `make test` runs it; `make soak ROUNDS=N`); the seed: LOGSTORE_KILL_SEED
 (default random), printed with every failure so a round can be replayed.
@@ -27,11 +31,12 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import pytest
 
-from dbt.adapters.logstore.reading.runs import run_records
+from dbt.adapters.logstore.reading.replay import Replica
+from dbt.adapters.logstore.reading.runs import changes_at_run, run_records
 from tests.functional.contract import (
     assert_transaction_metadata, canonical, read_table_files, replay_confirmed, wait_for_confirmations,
 )
@@ -242,6 +247,28 @@ class RandomKills:
         assert not left, f"{context} (seed {self.seed}): left behind: {left}"
         self.check_run_records(context)
 
+    def check_join_at(self, record: Any, where: str) -> bool:
+        """A consumer that joins two models only at a run record, from outside (each topic read
+        by the package's reader up to the record's snapshot): daily, built from the seed's
+        events, holds exactly the events of the seed it is paired with, wherever the run that
+        wrote the record was killed and recovered."""
+        daily = record.model("daily") if "daily" in self.logged else None
+        if daily is None or daily.did not in ("changed", "unchanged") or daily.snapshot is None:
+            return False  # failed or not built by that run: the record pairs it with what it was
+
+        def rows_at(model: str) -> Counter:
+            replica = Replica()
+            for change in changes_at_run(self.bootstrap, record, model):
+                replica.apply(change)
+            return Counter(json.dumps([row["id"], str(row["event_at"]), row["amount"]])
+                           for row in replica.rows())
+
+        joined, events = rows_at("daily"), rows_at(SEED)
+        assert joined == events, (f"{where}: run {record.invocation_id} pairs daily@{daily.snapshot} "
+                                  f"with {SEED}@{record.model(SEED).snapshot}, which it was not built "
+                                  f"from: only in daily {joined - events}, only in {SEED} {events - joined}")
+        return True
+
     def check_run_records(self, context: str) -> None:
         """Every run record (the killed runs' too, if written before the kill) names each
         logged model at a confirmed snapshot with that confirmation's end offsets and change
@@ -276,6 +303,8 @@ class RandomKills:
                         f"{where}: run {record.invocation_id} pairs {model}@{at.snapshot} with {read['name']}@{paired}, built from @{read['snapshot']}"
                     checked_pairs.append(model)
         assert "daily" not in self.logged or "daily" in checked_pairs, f"{where}: no pair checked"
+        joined = [record for record in records[-3:] if self.check_join_at(record, where)]
+        assert "daily" not in self.logged or joined, f"{where}: no join checked at the last records"
         last = records[-1]
         for model in self.logged:
             assert last.model(model).snapshot == max(confirmed[model]), \
