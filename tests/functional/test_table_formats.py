@@ -6,7 +6,8 @@ the confirmed records replay to the table; the table and its log's last confirma
 same format version (Iceberg snapshot id, Delta version), and the table AS OF that version is
 the table; every earlier version is still there and holds the rows it held (the history kept).
 Last, the hybrid read (`latest-full`) of a table a newer commit has changed but not logged yet
-reads exactly the logged version. (Kills and recovery on these formats:
+reads exactly the logged version; a downstream's first read at the first run's cut
+(`logstore_changes(..., at_run=...)`) reads the version that run's record names. (Kills and recovery on these formats:
 tests/functional/test_faults_random_iceberg.py and _delta.py.)"""
 import json
 
@@ -19,6 +20,7 @@ from tests.functional.contract import (
     wait_for_confirmations,
 )
 from tests.functional.dbt_helpers import logstore_statuses
+from tests.functional.test_run_records import invocation_of
 from tests.table_formats import SESSION_SETTINGS
 
 ORDERS = """
@@ -46,6 +48,13 @@ select id, version from {{ ref('orders') }}
 {% endsnapshot %}
 """
 LOGGED = ("orders", "merged", "daily", "orders_history")
+# orders read between two cuts (built only when asked): a first read at the first run's cut is
+# orders as of that run's version (without the column step 3 added), then the latest cut
+ORDERS_AT_CUT = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id',
+          log_system='kafka', enabled=var('at_cut', false)) }}
+select id, version, _logstore_op from {{ logstore_changes(ref('orders'), normalize=true, at_run=var('cut', 'latest')) }}
+"""
 
 
 def _versions(relation: str, table_format: str):
@@ -86,7 +95,8 @@ class LoggedModelsOnAFormat:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"orders.sql": ORDERS, "merged.sql": MERGED, "daily.sql": DAILY}
+        return {"orders.sql": ORDERS, "merged.sql": MERGED, "daily.sql": DAILY,
+                "orders_at_cut.sql": ORDERS_AT_CUT}
 
     @pytest.fixture(scope="class")
     def snapshots(self):
@@ -120,6 +130,21 @@ class LoggedModelsOnAFormat:
                 f"{table_format} {model}: version {old_version} lost its rows"
 
     @staticmethod
+    def _check_reads_at_cuts(project, orders, first_run):
+        """logstore_changes(..., at_run=...): the first read at the first run's cut reads orders
+        at the version that run's record names (the table has moved on twice and gained a
+        column since); the next, at the latest cut, reaches the table now."""
+        at_cut = f"{project.test_schema}.orders_at_cut"
+
+        def rows(relation):
+            return sorted((r["id"], r["version"]) for r in spark().sql(f"select id, version from {relation}").collect())
+
+        run_dbt(["run", "-s", "orders_at_cut", "--vars", json.dumps({"step": 3, "at_cut": True, "cut": first_run})])
+        assert rows(at_cut) == [(i, f"v{i % 5}") for i in range(1, 12)] != rows(orders)
+        run_dbt(["run", "-s", "orders_at_cut", "--vars", json.dumps({"step": 3, "at_cut": True})])
+        assert rows(at_cut) == rows(orders)
+
+    @staticmethod
     def _data_version(relation, table_format):
         if table_format == "iceberg":
             return table_properties(relation)["current-snapshot-id"]
@@ -135,6 +160,8 @@ class LoggedModelsOnAFormat:
             results = run_dbt(["run", *variables])
             assert all(r.adapter_response.get("log_table_version") for r in results), \
                 [r.adapter_response for r in results]
+            if step == 1:
+                first_run = invocation_of(project)  # for the reads at cuts
             run_dbt(["snapshot", *variables])
             for model in LOGGED:
                 self._check(project, servers, table_format, model, histories[model])
@@ -142,6 +169,7 @@ class LoggedModelsOnAFormat:
             self._check_history(project, table_format, model, histories[model])
         orders = f"{project.test_schema}.orders"
         assert "added" in table_state(orders)[0]
+        self._check_reads_at_cuts(project, orders, first_run)
         # every run a commit of the table's own (create or replace, MERGE, overwrite)
         for model in ("orders", "merged", "daily"):
             assert len(histories[model]) == 3, (model, list(histories[model]))

@@ -119,9 +119,13 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
     raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)
     names_only = [name for name, _ in columns]
     if plan.hybrid and (plan.to_snapshot or at_run is None):  # (a run before its first: none)
+        rows_then = table_formats.as_of(upstream_relation, version)
+        if version is not None:  # an older version may lack a column added since: null then
+            held = set(catalog.column_names(rows_then))
+            names_only = [name for name in names_only if name in held]
         catalog.run(source_changes.hybrid_rows_sql(
-            str(raw), table_formats.as_of(upstream_relation, version), names_only,
-            upstream_log.unique_key, plan.to_snapshot, upstream_log.images))
+            str(raw), rows_then, names_only, upstream_log.unique_key, plan.to_snapshot,
+            upstream_log.images))
         now = catalog.properties(upstream_relation).get(names.SNAPSHOT_ID)
         if version is None and int(now or 0) != plan.to_snapshot:  # read as of it otherwise
             raise DbtRuntimeError(f"Model '{log.model}': upstream '{upstream_log.model}' "
