@@ -14,6 +14,8 @@ from dbt.adapters.logstore.reading.runs import run_at, run_records
 from tests.functional.contract import assert_contract, read_topic, spark, table_state
 from tests.functional.test_run_records import _project_name, invocation_of
 
+pytestmark = pytest.mark.apache_kafka  # run records and transactions proven on Apache Kafka
+
 # ids step..19 (so each step deletes one), names changed each step
 CUSTOMERS = """
 {{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=2) }}

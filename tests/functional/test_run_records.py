@@ -18,6 +18,8 @@ from dbt.adapters.logstore.reading.replay import Replica
 from dbt.adapters.logstore.reading.runs import changes_at_run, changes_between_runs, run_at, run_records
 from tests.functional.contract import Message, canonical, read_topic, replay, table_state
 
+pytestmark = pytest.mark.apache_kafka  # run records and transactions proven on Apache Kafka
+
 CUSTOMERS = """
 {{ config(materialized='table', unique_key='id', log_system='kafka') }}
 select id, concat('c', cast(id * {{ var('step', 1) }} as string)) as name from range(1, 20) as r(id)
