@@ -21,25 +21,13 @@ from kafka import KafkaConsumer
 
 from dbt.adapters.logstore.reading.runs import run_at, run_records
 from tests.functional.contract import table_state
+from tests.functional.cut_models import MODELS
 from tests.functional.dbt_helpers import last_invocation, project_name
 from tests.functional.flink_peer import (
     apply_changelog, canonical_rows, decoded, differences, errors_of, kafka_case, kafka_options,
 )
 
 pytestmark = pytest.mark.apache_kafka  # Flink's read_committed source against Apache Kafka's transactions
-
-CONFIG = "{{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=2) }}"
-# step 1: ids 3..32; step 2: 3-5 deleted, 33-35 new, every other name changed
-CUSTOMERS = CONFIG + """
-select id, concat('customer ', cast(id * {{ var('step') }} as string)) as name
-from range({{ var('step') * 3 }}, {{ 30 + var('step') * 3 }}) as r(id)
-"""
-# step 1: ids 5..44; step 2: 5-9 deleted, 45-49 new, every other amount changed
-ORDERS = CONFIG + """
-select id, id % 7 + 1 as customer_id, cast(id * {{ var('step') }} / 100 as decimal(12,2)) as amount
-from range({{ var('step') * 5 }}, {{ 40 + var('step') * 5 }}) as r(id)
-"""
-MODELS = {"customers": CUSTOMERS, "orders": ORDERS}
 
 
 def partitions_of(bootstrap: str, topic: str):

@@ -27,6 +27,7 @@ from dbt.tests.util import run_dbt
 from dbt.adapters.logstore.names import run_topic_for
 from dbt.adapters.logstore.reading.runs import run_at, run_records
 from tests.functional.contract import Message, replay, table_state
+from tests.functional.cut_models import MODELS
 from tests.functional.dbt_helpers import last_invocation, project_name
 from tests.kafka_cluster import JARS
 
@@ -35,20 +36,6 @@ pytestmark = pytest.mark.apache_kafka  # read_committed against Apache Kafka's t
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "docs" / "recipes" / "RunCut.java"
 PAGE = ROOT / "docs" / "consumers.md"
-
-CONFIG = "{{ config(materialized='table', unique_key='id', log_system='kafka', log_system_partitions=2) }}"
-# step 1: ids 3..32; step 2: 3-5 deleted, 33-35 new, every other name changed
-CUSTOMERS = CONFIG + """
-select id, concat('customer ', cast(id * {{ var('step') }} as string)) as name
-from range({{ var('step') * 3 }}, {{ 30 + var('step') * 3 }}) as r(id)
-"""
-# step 1: ids 5..44; step 2: 5-9 deleted, 45-49 new, every other amount changed
-ORDERS = CONFIG + """
-select id, id % 7 + 1 as customer_id, cast(id * {{ var('step') }} / 100 as decimal(12,2)) as amount
-from range({{ var('step') * 5 }}, {{ 40 + var('step') * 5 }}) as r(id)
-"""
-MODELS = {"customers": CUSTOMERS, "orders": ORDERS}
-
 
 def java() -> str:
     found = shutil.which("java")
