@@ -285,7 +285,7 @@ class LogstoreAdapter(SparkAdapter):
         state = self._run_state().log_state
         if state is not None and not (state.topic_exists and state.control_topic_exists):
             # topics created just now: their ids are recorded with the snapshot
-            state = self._run_state().log_state = model_log.observe()
+            state = self._run_state().log_state = model_log.observe(not state.control_topic_exists)
         for warning in retention.warnings(log, state) if state is not None else ():
             logger.warning(warning)  # what the topic's settings keep (lifecycle/retention.py)
         return partitions

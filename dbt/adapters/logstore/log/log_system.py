@@ -180,9 +180,11 @@ class LogState:
 class LogSystem(ABC):
     name: str
 
-    def observe(self, log: LogConfig) -> LogState:
+    def observe(self, log: LogConfig, control_created: bool = False) -> LogState:
         """The log's state (LogState), creating nothing: what every run checks before its
-        table changes, and `status`. A log system that cannot tell says so (nothing is checked)."""
+        table changes, and `status`. A log system that cannot tell says so (nothing is checked).
+        `control_created`: this run created the control topic just now (under the model's
+        lock), so it holds no record and is not read."""
         return LogState(known=False)
 
     @abstractmethod
@@ -274,8 +276,8 @@ class ModelLog:
         shape, a log re-based as a new generation)."""
         return self if config is self.config else ModelLog(config, self.system)
 
-    def observe(self) -> LogState:
-        return self.system.observe(self.config)
+    def observe(self, control_created: bool = False) -> LogState:
+        return self.system.observe(self.config, control_created)
 
     def prepare(self) -> int:
         return self.system.prepare(self.config)

@@ -1216,3 +1216,32 @@ def test_a_long_write_commits_along_the_way_and_times_its_longest_transaction(fa
     result = writer.commit(Confirm(producer))
     assert producer.calls.count("commit_transaction") == 2 == result.transactions
     assert result.longest_transaction_s == pytest.approx(20.0)  # never the whole 31 s
+
+
+# --- observe ------------------------------------------------------------------------------
+
+
+def test_observe_does_not_read_a_control_topic_this_run_created(monkeypatch):
+    """A control topic created a moment ago under the model's lock is empty: reading it would
+    only wait out the empty polls (most of a first build's Kafka time)."""
+    read = []
+
+    class Reader:
+        held_back = None
+
+        def offsets(self):
+            return {0: 0}, {0: 0}
+
+        def control_records(self):
+            read.append("control")
+            return []
+
+    system = KafkaLogSystem()
+    monkeypatch.setattr(kafka_log, "_with_admin", lambda log, clients, talk, doing: (
+        "cluster", {"analytics.orders", CONTROL}, {}, {}))
+    monkeypatch.setattr(system, "open_reader", lambda log: Reader())
+    monkeypatch.setattr(system, "clients", lambda log: None)
+    state = system.observe(make_log(), control_created=True)
+    assert (state.control_topic_exists, state.control_records, read) == (True, (), [])
+    system.observe(make_log())
+    assert read == ["control"]

@@ -112,7 +112,7 @@ class KafkaLogSystem(LogSystem):
             )
         return int(existing or log.partitions)
 
-    def observe(self, log: LogConfig) -> LogState:
+    def observe(self, log: LogConfig, control_created: bool = False) -> LogState:
         faults.maybe_crash(faults.LOG_CHECKS_POINT)
         topic, control = str(log.topic), control_topic_for(str(log.topic))
 
@@ -128,7 +128,9 @@ class KafkaLogSystem(LogSystem):
         reader = self.open_reader(log)
         try:
             starts, ends = reader.offsets() if topic in existing else ({}, {})
-            records = reader.control_records() if control in existing else []
+            # a control topic created by this run a moment ago is empty: not read (its empty
+            # polls are most of a first build's Kafka time)
+            records = reader.control_records() if control in existing and not control_created else []
         except ReaderError as exc:  # already in plain words, naming the model
             raise DbtRuntimeError(str(exc)) from exc
         return LogState(cluster_id=cluster_id or None, topic_exists=topic in existing,
