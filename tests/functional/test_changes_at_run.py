@@ -11,7 +11,7 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from dbt.adapters.logstore.reading.runs import run_at, run_records
-from tests.functional.contract import assert_contract, read_topic, spark, table_state
+from tests.functional.contract import assert_contract, read_topic, spark, table_properties, table_state
 from tests.functional.test_run_records import _project_name, invocation_of
 
 pytestmark = pytest.mark.apache_kafka  # run records and transactions proven on Apache Kafka
@@ -140,3 +140,49 @@ class TestSourceInputs:
         assert inputs_of(bootstrap, f"{schema}.from_sources") == [
             {"name": "crm.accounts", "topic": f"{schema}.customers", "snapshot": 1}]
         assert rows_of(f"{schema}.from_sources") == [(2, "c4")]
+
+
+ACCOUNTS = """
+{{ config(materialized='table', unique_key='id', log_system='kafka') }}
+select id, concat('a', cast(id + {{ var('step', 1) }} as string)) as name
+from range(100, 110 + {{ var('step', 1) }}) as r(id)
+"""
+# both upstreams' changes at one cut, in one model (ids do not overlap)
+BOTH = """
+{{ config(materialized='incremental', incremental_strategy='merge', unique_key='id',
+          log_system='kafka') }}
+select id, name, _logstore_op from {{ logstore_changes(ref('customers'), normalize=true, at_run='latest') }}
+union all
+select id, name, _logstore_op from {{ logstore_changes(ref('accounts'), normalize=true, at_run='latest') }}
+"""
+
+
+class TestTwoUpstreamsAtOneCut:
+    """A model that reads two upstreams' changes at one run record keeps both positions (each
+    call of the render adds its own), so a run after reads each upstream from where it got to."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"customers.sql": CUSTOMERS, "accounts.sql": ACCOUNTS, "both.sql": BOTH}
+
+    def test_both_positions_move_together(self, project, kafka_bootstrap_servers):
+        bootstrap, schema = kafka_bootstrap_servers, project.test_schema
+        both = f"{schema}.both"
+
+        def expected():
+            return sorted(rows_of(f"{schema}.customers") + rows_of(f"{schema}.accounts"))
+
+        def positions():
+            sources = json.loads(table_properties(both)["logstore.sources"])
+            return {name.split(".")[-1]: at["snapshot"] for name, at in sources.items()}
+
+        run_dbt(["run", "--select", "customers", "accounts", "--vars", json.dumps({"step": 1})])
+        run_dbt(["run", "--select", "both"])
+        assert rows_of(both) == expected()
+        assert positions() == {"customers": 1, "accounts": 1}
+        run_dbt(["run", "--select", "customers", "accounts", "--vars", json.dumps({"step": 2})])
+        run_dbt(["run", "--select", "both"])
+        assert rows_of(both) == expected()
+        assert positions() == {"customers": 2, "accounts": 2}
+        assert sorted(i["name"] for i in inputs_of(bootstrap, both)) == ["accounts", "customers"]
+        assert all(i["snapshot"] == 2 for i in inputs_of(bootstrap, both))

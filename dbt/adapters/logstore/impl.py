@@ -124,7 +124,7 @@ class LogstoreAdapter(SparkAdapter):
         """Before anything changes: lock, log ready, a failed run settled, a log or generation
         started (commit_protocol.begin); the logged inputs' snapshots read (model_inputs)."""
         partitions = commit_protocol.begin(self, log, target_relation, partition_by, invocation_id, changeset, bool(resnapshot))
-        state, watch = self._run_state(), self._run_watch  # read_up_to: logstore_changes() rendered
+        state, watch = self._run_state().of_model(log.model), self._run_watch  # (read_up_to: rendered)
         state.inputs = model_inputs.read_at_start(self._catalog(), depends_on, watch.nodes, self.logstore_config,
                                                   state.read_up_to, watch.sources, watch.unlogged_sources)
         return partitions
@@ -493,12 +493,12 @@ class LogstoreAdapter(SparkAdapter):
         upstream_log = self.logstore_config(upstream_node) if upstream_node is not None else None
         source_landing.check_reads_upstream(log, node_config(node).get("materialized"),
                                             upstream_log, upstream_relation)
-        state = self._run_state()
+        state, read_up_to = self._run_state(), self._run_state().read_changes(log.model)
         landed = source_landing.land(
             self._catalog(), self.connections.get_thread_connection().handle, log, upstream_log,
             this_relation, upstream_relation, normalize, full_refresh, state.landed,
             bool(self.logstore_reduced_inputs()), at_run,
-            (self.config.project_name, self.config.credentials.schema), state.read_up_to)
+            (self.config.project_name, self.config.credentials.schema), read_up_to, state.sources)
         state.sources = landed.sources
         return landed.view
 

@@ -106,3 +106,15 @@ def test_a_source_is_an_input_when_its_table_is_logged_and_an_unlogged_one_is_re
     read = model_inputs.read_at_start(catalog, ["source.p.crm.accounts"], NODES, log_of, sources=SOURCES)
     assert read.settle(catalog) == (ModelInput("crm.accounts", None, 5),)
     assert ModelInput("crm.accounts", None, 5).to_json()["topic"] is None
+
+
+def test_what_another_models_logstore_changes_left_is_not_this_models():
+    from dbt.adapters.logstore.commit.model_run import ModelRunState
+
+    state = ModelRunState()
+    state.read_changes("gold")["customers"] = 7
+    state.sources = '{"s.customers":{}}'
+    assert state.of_model("gold").read_up_to == {"customers": 7}  # its own: kept
+    # gold's compile failed after its logstore_changes(); silver runs next on the thread
+    state.of_model("silver")
+    assert (state.read_up_to, state.sources, state.changes_of) == ({}, None, None)

@@ -42,6 +42,22 @@ class ModelRunState:
     inputs: Optional[InputsRead] = None  # the logged models its build reads, as it began
     # the upstreams its logstore_changes() read (rendered before `begin`): snapshot read up to
     read_up_to: Dict[str, int] = field(default_factory=dict)
+    changes_of: Optional[str] = None  # the model whose logstore_changes() set these
+
+    def read_changes(self, model: str) -> Dict[str, int]:
+        """As logstore_changes() renders for `model`: where its reads go (`read_up_to`)."""
+        self.of_model(model)
+        self.changes_of = model
+        return self.read_up_to
+
+    def of_model(self, model: str) -> "ModelRunState":
+        """As `model`'s run begins: what another model's logstore_changes() left on this thread
+        (its compile failed after it, so dbt's post-model hook, which clears this state, never
+        came for it) is not this model's: its upstream positions and reads are forgotten (the
+        landed tables stay listed, for the hook to drop)."""
+        if self.changes_of not in (None, model):
+            self.sources, self.read_up_to, self.changes_of = None, {}, None
+        return self
 
     def model_log(self, log: LogConfig) -> ModelLog:
         """The model's log for this run: its log system looked up once (log_system.ModelLog),

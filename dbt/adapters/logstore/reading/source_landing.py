@@ -69,12 +69,14 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
          this_relation: Any, upstream_relation: Any, normalize: bool, full_refresh: bool,
          drop_after: List[str], reduced_inputs: bool = False, at_run: Any = None,
          run_topic_parts: Tuple[str, str] = ("", ""),
-         read_up_to: Optional[Dict[str, int]] = None) -> Landed:
+         read_up_to: Optional[Dict[str, int]] = None, landed_before: Optional[str] = None) -> Landed:
     """Land this run's range of the upstream's changes: from the position the downstream table
     recorded (none on its first run or a full refresh) up to the upstream's latest confirmed
     snapshot, or the one run record `at_run` names for it (an invocation id or 'latest', of
     the project and target schema `run_topic_parts`; the snapshot read up to goes into
-    `read_up_to`, by upstream model, for the confirmation's inputs). Each relation it creates is added to
+    `read_up_to`, by upstream model, for the confirmation's inputs; `landed_before`: the
+    positions this model's earlier logstore_changes() calls of this render reached, kept for
+    their upstreams). Each relation it creates is added to
     `drop_after` as soon as it exists (as dbt's post-model hook drops it: a table's name, or
     'view <name>'), failure or not. A run from reduced inputs (run_modes.py) lands no change and
     moves no position: the view has the columns and no rows."""
@@ -88,12 +90,15 @@ def land(catalog: Catalog, handle: Any, log: LogConfig, upstream_log: LogConfig,
         and not full_refresh else {}
     columns = catalog.columns(upstream_relation)
     sources = source_changes.parse_sources(this_props.get(names.SOURCES))
+    for other, position in source_changes.parse_sources(landed_before).items():
+        if other != upstream_id:  # another upstream this model read just now: where it got to
+            sources[other] = position
     if reduced_inputs:
         raw = _raw_table(catalog, this_relation, upstream_relation, drop_after)
         view = _changes_view(catalog, this_relation, upstream_relation, raw, columns, normalize,
                              upstream_log, drop_after)
         logger.info(f"{log.model}: reading no changes of {upstream_log.model} (reduced inputs)")
-        return Landed(view, this_props.get(names.SOURCES) or source_changes.dump_sources(sources))
+        return Landed(view, source_changes.dump_sources(sources))
     reader = ChangelogReader(open_log(upstream_log), upstream_id)
     upstream_props = catalog.properties(upstream_relation)
     upstream_log, _ = continue_stored_shape(upstream_log, upstream_props)  # how it is written
