@@ -11,8 +11,8 @@ import pytest
 from dbt.tests.util import run_dbt
 
 from dbt.adapters.logstore.reading.runs import run_at, run_records
-from tests.functional.contract import assert_contract, read_topic, spark, table_properties, table_state
-from tests.functional.test_run_records import _project_name, invocation_of
+from tests.functional.contract import assert_contract, spark, table_properties, table_state
+from tests.functional.test_run_records import _project_name, invocation_of, last_confirmation
 
 pytestmark = pytest.mark.apache_kafka  # run records and transactions proven on Apache Kafka
 
@@ -41,7 +41,7 @@ def rows_of(relation: str):
 
 
 def inputs_of(bootstrap: str, topic: str):
-    return json.loads(read_topic(bootstrap, topic + "__logstore_commits")[-1].value)["inputs"]
+    return last_confirmation(bootstrap, topic)["inputs"]
 
 
 class TestChangesAtRun:

@@ -54,9 +54,6 @@ def metastore_in_use(session_dir: Optional[str]) -> Optional[str]:
     return None
 
 
-# the dbt resources that can carry a log (log_options.LOGGABLE_MATERIALIZATIONS)
-
-
 @dataclass(frozen=True)
 class LoggedModel:
     name: str

@@ -65,7 +65,9 @@
      dbt/adapters/logstore/names.py: VIEW_OP_COLUMN, VIEW_SNAPSHOT_COLUMN). With
      normalize=true there is one row per key: its last change in the range. A `merge` model
      with a unique_key deletes the keys whose op is 'd' and upserts the rest; the op and
-     snapshot columns are not stored. See dbt/adapters/logstore/source_changes.py. --#}
+     snapshot columns are not stored. at_run='latest' or a dbt invocation id: the range ends at
+     the snapshot that run record names (a cut), not the upstream's latest. See
+     dbt/adapters/logstore/reading/source_changes.py. --#}
 {% macro logstore_changes(upstream, normalize=false, at_run=none) -%}
   {%- if not execute -%}
     {{ return(upstream) }}

@@ -144,7 +144,8 @@ class KafkaLogReader(LogReader):
         committed record though it is not empty (aborted transactions, or a transaction still
         open) is left out: its caller reads it whole."""
         return self._talk(lambda: self._tails(topics, tail, timeout_seconds),
-                          "reading the control topics' last records")
+                          f"reading the last records of {', '.join(topics[:3])}"
+                          + (f" and {len(topics) - 3} more topics" if len(topics) > 3 else ""))
 
     def _tails(self, topics: Sequence[str], tail: int,
                timeout_seconds: float) -> Dict[str, List[LogRecord]]:
