@@ -2,8 +2,8 @@
 run topic (names.run_topic_for: per dbt project and target schema; docs/log-format.md, section
 9). It names every logged model of the project with its latest confirmed snapshot as the
 invocation ended (the confirmation's end offsets: where a reader of that model stops to hold
-the model as of the run) and what the invocation did to it. Encoded here (`RunRecord.encode`) and decoded here (`RunRecord.decode`),
-so both sides keep one format.
+the model as of the run) and what the invocation did to it. Encoded here (`RunRecord.encode`)
+and decoded here (`RunRecord.decode`), so both sides keep one format.
 """
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ class RunRecord:
     def encode(self) -> Tuple[bytes, bytes]:
         value = {"format": FORMAT_VERSION, "invocation_id": self.invocation_id,
                  "project": self.project, "schema": self.schema, "command": self.command,
-                 "selection": self.selection, "started_at": self.started_at, "ended_at": self.ended_at, "ts_ms": self.ts_ms,
+                 "selection": self.selection, "started_at": self.started_at,
+                 "ended_at": self.ended_at, "ts_ms": self.ts_ms,
                  "models": {m.model: m.to_json() for m in sorted(self.models, key=lambda m: m.model)}}
         return self.invocation_id.encode(), json.dumps(value, separators=(",", ":")).encode()
 
