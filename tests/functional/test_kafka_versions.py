@@ -113,10 +113,12 @@ class TestOnApacheKafka39:
         return {"customers.sql": CUSTOMERS, "balances.sql": BALANCES}
 
     def test_the_cluster_is_apache_kafka_3_9_on_three_nodes(self, kafka_3_9):
-        admin = _admin(kafka_3_9.bootstrap_servers)
-        try:
-            deadline = time.monotonic() + 60
-            while True:  # a broker registered last may not be in every node's metadata yet
+        deadline = time.monotonic() + 60
+        while True:  # a broker registered last may not be in every node's metadata yet
+            # A fresh client each try: an admin client's own metadata, learned once at its
+            # bootstrap, may never name a broker that registered after it (CI saw 60 s of that).
+            admin = _admin(kafka_3_9.bootstrap_servers)
+            try:
                 described = admin.describe_cluster()
                 brokers = sorted(b["broker_id"] for b in described["brokers"])
                 try:  # from the API versions each broker announces (4.x's differ)
@@ -124,11 +126,11 @@ class TestOnApacheKafka39:
                                 for b in brokers}
                 except UnknownBrokerIdError:  # not yet in the admin client's own metadata
                     versions = {}
-                if (brokers == [1, 2, 3] and versions) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.5)
-        finally:
-            admin.close()
+            finally:
+                admin.close()
+            if (brokers == [1, 2, 3] and versions) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert described["cluster_id"] == kafka_3_9.cluster_id
         assert versions == {1: (3, 9), 2: (3, 9), 3: (3, 9)}, versions
 
