@@ -65,15 +65,15 @@
     {%- if strategy == 'merge' -%}
       {%- do logstore_build_changes(log_config, changes, upserts, existing_relation, log_config.unique_key, scope_relation=staging) -%}
     {%- endif -%}
-    {#-- counted by the change set's checks, when they had the staged rows (logstore_row_count) --#}
-    {%- set rows_affected = adapter.logstore_row_count(staging) -%}
-
     {%- if strategy == 'merge' and (not has_merge or op_aware) -%}
-      {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in --#}
+      {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in (no row
+           count, as dbt-spark gives none: a count would be a Spark job of its own) --#}
       {%- set merged = logstore_relation(target_relation, 'merged') -%}
       {%- do logstore_create_table_as(merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging), plain) -%}
-      {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
+      {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, none) -%}
     {%- else -%}
+      {#-- the rows the statement brings: its intent records them, for recovery (logstore_row_count) --#}
+      {%- set rows_affected = adapter.logstore_row_count(staging) -%}
       {#-- intent, statement, tag, log write: commit_protocol.commit_by_statement --#}
       {%- set response = adapter.logstore_commit_by_statement(
             log_config, target_relation, staging, existing_relation, changes, logstore_changeset_id(), partitions,
