@@ -303,14 +303,14 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     """What to do with a change table a previous run left behind: 'mirror' or 'drop'.
 
     An incremental commit (an insert, overwrite or merge, then the tag) records its intent
-    first: the change set, the table's row count before and after, and the table's state before
-    (table_formats.table_state). A run that died between the statement and the tag is judged by
+    first: the change set, the table's state before (table_formats.table_state) and, unless
+    that state is a version of a table that commits atomically (`atomic`: Iceberg, Delta), its
+    row count before and after. A run that died between the statement and the tag is judged by
     the state and row count it left (`state`, `row_count`): the same state as before, the
-    statement never took effect; another state of a table that commits atomically (`atomic`:
-    an Iceberg or Delta version), it did; other data files of a plain table, it did if the row
-    count is the one intended. A change set that changes no row (`changes_rows`, counted only
-    when the counts cannot tell) needs no judging: whether or not its commit happened, the
-    table's rows are the ones the log already has."""
+    statement never took effect; another version of an atomic table, it did; other data files
+    of a plain table, it did if the row count is the one intended. A change set that changes no
+    row (`changes_rows`, counted only when the rest cannot tell) needs no judging: whether or
+    not its commit happened, the table's rows are the ones the log already has."""
     changeset = changes_props.get(CHANGESET_ID)
     if not changeset or table_props.get(MIRRORED) == changeset:
         return "drop"
@@ -318,22 +318,25 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
         return "mirror"
     if table_props.get(INTENT) != changeset:
         return "drop"  # the run died before its table commit began
-    before, after = int(table_props[INTENT_ROWS_BEFORE]), int(table_props[INTENT_ROWS_AFTER])
+    # an atomic table's intent records no counts (any there are an older intent's)
+    before, after = (None, None) if atomic else (int(table_props[INTENT_ROWS_BEFORE]),
+                                                 int(table_props[INTENT_ROWS_AFTER]))
     state_before = table_props.get(INTENT_TABLE_STATE)
     if state_before and state is not None:
         if state == state_before:
             return "drop"
         if atomic or row_count == after:
             return "mirror"
-    elif row_count == after and after != before:
+    elif after is not None and row_count == after and after != before:
         return "mirror"
-    elif row_count == before and after != before:
+    elif after is not None and row_count == before and after != before:
         return "drop"
     if changes_rows is not None and changes_rows() == 0:
         return "drop"
+    judged = (f"the table's state was {state_before} before it and cannot be read now ({state})" if atomic else
+              f"the table holds {row_count} rows, and the commit would have taken it from {before} to {after} rows")
     raise DbtRuntimeError(
-        f"A run died during the table commit of change set {changeset}: the table holds "
-        f"{row_count} rows, and the commit would have taken it from {before} to {after} rows, so "
+        f"A run died during the table commit of change set {changeset}: {judged}, so "
         f"whether it happened cannot be told. Give the model a new 'kafka.topic': a new log "
         f"starts with the table's current rows (move its consumers to it; docs/operations.md, 'Moving an "
         f"existing log').")
