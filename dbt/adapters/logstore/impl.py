@@ -411,8 +411,8 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None:
-        """A keyed log needs one row per key (change_checks.check_unique)."""
-        change_checks.check_unique(self._catalog(), log, str(relation), appended_to and str(appended_to))
+        """A keyed log needs one row per key (change_checks.check_unique); columns described once, as the diff's."""
+        change_checks.check_unique(self._catalog(), log, relation, appended_to, self._column_names(relation))
 
     # --- after the table commit -----------------------------------------------------------
 

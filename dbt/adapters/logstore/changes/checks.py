@@ -98,15 +98,16 @@ def check_columns(log: LogConfig, columns: Sequence[Tuple[str, str]]) -> None:
             f"Nothing was changed.")
 
 
-def check_unique(catalog: Catalog, log: LogConfig, relation: str, appended_to: Optional[str] = None) -> None:
+def check_unique(catalog: Catalog, log: LogConfig, relation: Any, appended_to: Any = None,
+                 columns: Optional[Sequence[str]] = None) -> None:
     """A keyed log needs one row per key: fail before the commit if the new rows repeat a key,
-    or (append) bring a key the table already has."""
+    or (append) bring a key the table already has. `columns`: the relation's, if known."""
     if not log.keyed:
         return
-    check_key_columns(log, catalog.column_names(relation))
-    checks = [changes.duplicate_keys_sql(relation, log.unique_key)]
+    check_key_columns(log, catalog.column_names(relation) if columns is None else columns)
+    checks = [changes.duplicate_keys_sql(str(relation), log.unique_key)]
     if appended_to is not None:
-        checks.append(changes.existing_keys_sql(relation, appended_to, log.unique_key))
+        checks.append(changes.existing_keys_sql(str(relation), str(appended_to), log.unique_key))
     for sql in checks:
         rows = catalog.rows(sql)
         if rows:
