@@ -81,6 +81,15 @@ def tls_listener(tmp_path_factory):
     server.listen(16)
     stop = threading.Event()
 
+    def handshake(conn: socket.socket) -> None:
+        # a connection the client opened and left idle must not hold up the others (a kafka-python
+        # client's bootstrap then waited forever on one queued behind it: CI hung 18 minutes)
+        conn.settimeout(5)
+        try:
+            context.wrap_socket(conn, server_side=True).close()
+        except (ssl.SSLError, OSError):
+            conn.close()
+
     def serve():
         server.settimeout(0.2)
         while not stop.is_set():
@@ -88,10 +97,7 @@ def tls_listener(tmp_path_factory):
                 conn, _ = server.accept()
             except OSError:
                 continue
-            try:
-                context.wrap_socket(conn, server_side=True).close()
-            except (ssl.SSLError, OSError):
-                conn.close()
+            threading.Thread(target=handshake, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
