@@ -355,6 +355,38 @@ def test_writer_send_error_names_key(fake_producer):
     assert fake_producer.instances[0].calls[-2:] == ["abort_transaction", "close"]
 
 
+def test_a_flush_no_node_answered_is_an_interruption_the_mirror_writes_again(fake_producer, monkeypatch):
+    # a rolling restart: the producer's batches found no leader until the flush gave up, before
+    # anything of the attempt was committed or confirmed, so a new attempt on a fresh producer
+    # is safe (mirror.written_once_more_if_interrupted); not once the confirmation was sent
+    from dbt.adapters.logstore.log.log_system import LogWriteInterrupted
+
+    def silent_flush(self, timeout=None):
+        raise KafkaTimeoutError("Timeout waiting for future")
+
+    monkeypatch.setattr(FakeProducer, "flush", silent_flush)
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "s.t")
+    writer.send(b'{"id":1}', b"v", route=b"r")
+    with pytest.raises(LogWriteInterrupted, match="Timeout waiting for future"):
+        writer.commit(Confirm())
+    # an answer (not silence), or an eventual log (its records may have reached the topic): the run's
+    writer = KafkaLogWriter(make_log(consistency="eventual"), "s.t")
+    with pytest.raises(DbtRuntimeError) as info:
+        writer.commit(Confirm())
+    assert not isinstance(info.value, LogWriteInterrupted)
+
+
+def test_a_confirmation_met_by_silence_is_not_written_again_here(fake_producer):
+    from dbt.adapters.logstore.log.log_system import LogWriteInterrupted
+
+    fake_producer.fail_topics = {CONTROL: KafkaTimeoutError("no answer")}
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "s.t")
+    writer.send(b'{"id":1}', b"v", route=b"r")
+    with pytest.raises(DbtRuntimeError) as info:
+        writer.commit(Confirm())
+    assert not isinstance(info.value, LogWriteInterrupted)
+
+
 def test_writer_async_error_fails_commit(fake_producer):
     fake_producer.fail_future = KafkaError("record too large")
     writer = KafkaLogWriter(make_log(), "s.t")
