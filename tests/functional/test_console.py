@@ -44,7 +44,7 @@ Concurrency: 1 threads (target='dev')
 2 of 3 START sql table model {schema}.bad_raise ... [RUN]
 2 of 3 ERROR creating sql table model {schema}.bad_raise ... [ERROR in <t>s]
 3 of 3 START sql table model {schema}.good ... [RUN]
-3 of 3 OK created sql table model {schema}.good ... [OK, 3000 rows, mirrored 3000 records to {topic} (p0:0-2999), snapshot 1, starts generation 1 in <t>s]
+3 of 3 OK created sql table model {schema}.good ... [OK, mirrored 3000 records to {topic} (p0:0-2999), snapshot 1, starts generation 1 in <t>s]
 
 Finished running 3 table models in <t> seconds (<t>s).
 

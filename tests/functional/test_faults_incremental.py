@@ -3,10 +3,12 @@ tag that records it, or inside the insert; and a record larger than Kafka's limi
 import json
 import shutil
 import uuid
+from collections import Counter
 
 from dbt.adapters.logstore.faults import INCREMENTAL_POINT, INTENT_POINT
-from tests.functional.contract import replay_confirmed, spark
-from tests.functional.fault_project import dbt, subprocess_project  # noqa: F401
+from tests.functional.contract import canonical, read_table_files, replay_confirmed, spark
+from tests.functional.fault_project import APPENDED, dbt, subprocess_project, write_project  # noqa: F401
+from tests.table_formats import SESSION_SETTINGS
 
 
 def test_crash_between_an_incremental_insert_and_its_tag(subprocess_project, kafka_bootstrap_servers):
@@ -27,6 +29,39 @@ def test_crash_between_an_incremental_insert_and_its_tag(subprocess_project, kaf
     types, table = subprocess_project.rows("appended")
     assert sum(table.values()) == 9  # steps 1, 2 and 3
     assert replay_confirmed(kafka_bootstrap_servers, topic, types, table) == table
+
+
+def test_crash_between_an_incremental_insert_and_its_tag_on_delta(tmp_path, kafka_bootstrap_servers):
+    """On Delta the intent records the table's version and no row counts (a version that moved
+    took the whole commit; each count was a Spark job): the next run still finds the insert
+    happened, and its change reaches the log once. (The session method, the table read from
+    its files: the dbt processes hold the metastore.)"""
+    root, suffix = tmp_path / "delta_project", uuid.uuid4().hex[:8]
+    root.mkdir()
+    schema = f"incremental_delta_{suffix}"
+    write_project(root, schema, kafka_bootstrap_servers, None, models={"appended": APPENDED},
+                  profile={"server_side_parameters": {"spark.sql.shuffle.partitions": "2",
+                                                      "spark.sql.session.timeZone": "UTC",
+                                                      **SESSION_SETTINGS["delta"]}},
+                  project={"models": {"+file_format": "delta"}})
+
+    def run(step, fault=None):
+        return dbt(root, "run", "-s", "appended", "--vars", json.dumps({"step": step, "suffix": suffix}),
+                   fault=fault)
+
+    assert run(1).returncode == 0
+    assert run(2, fault=INCREMENTAL_POINT).returncode == 75
+    log = (root / "logs" / "dbt.log").read_text()
+    intent = next(line for line in log.splitlines() if "logstore.changeset.intent" in line)
+    assert "'logstore.intent.table_state' = 'version:" in intent and "rows_before" not in intent, intent
+    recovered = run(3)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    assert "re-sending change set" in recovered.stdout
+    df = read_table_files(root / "spark" / "warehouse" / f"{schema}.db" / "appended", "delta")
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    table = Counter(canonical(r.asDict(recursive=True), types) for r in df.collect())
+    assert sum(table.values()) == 9  # steps 1, 2 and 3
+    assert replay_confirmed(kafka_bootstrap_servers, f"appended_{suffix}", types, table) == table
 
 
 def test_an_insert_killed_inside_its_job_commit(subprocess_project, kafka_bootstrap_servers, tmp_path):

@@ -382,7 +382,7 @@ class FakeAdapter:
         return None
 
     @recorded
-    def logstore_check_change_set(self, log, changes_relation, marked_duplicates=False, new_relation=None):
+    def logstore_check_change_set(self, log, changes_relation, marked_duplicates=False, new_relation=None, failed=False):
         return None
 
     @recorded
@@ -605,11 +605,14 @@ def test_logged_table_first_build():
         f"create table {STAGING} as {COMPILED}"
     change = h.one("adapter.logstore_change_sql")
     assert str(change.args["new_relation"]) == STAGING and change.args["old_relation"] is None
-    assert change.args["mark_duplicates"] is False
-    h.one("adapter.logstore_check_unique", relation=STAGING)  # no old rows: a query of its own
-    assert _sql(h.one("adapter.logstore_create", relation=CHANGES).args["sql"]) == (
+    # no old rows: the change set's query counts the keys too, no query of its own
+    assert change.args["mark_duplicates"] is True and h.all("adapter.logstore_check_unique") == []
+    created = _sql(h.one("adapter.logstore_create", relation=CHANGES).args["sql"])
+    assert created.startswith(
         f"create table {CHANGES} using parquet options ('maxRecordsPerFile' = '100000') "
-        f"tblproperties ('logstore.changeset.id' = '{INVOCATION}') as select * from {STAGING} /* changes */")
+        f"tblproperties ('logstore.changeset.id' = '{INVOCATION}') as select case when ")
+    # the checks inside the change set's own query (change_checks.checked_sql)
+    assert "raise_error(" in created and created.endswith(f"from (select * from {STAGING} /* changes */)")
     tag, snapshot = h.tblproperties(STAGING)[0], h.tblproperties(TARGET)[0]
     assert f"'logstore.changeset.committed' = '{INVOCATION}'" in tag
     assert "'kafka.topic' = 'analytics.orders'" in tag and "'logstore.topic.partitions' = '3'" in tag
@@ -617,7 +620,8 @@ def test_logged_table_first_build():
     assert f"'logstore.changeset.mirrored' = '{INVOCATION}'" in snapshot
     mirror = h.one("adapter.logstore_mirror")
     assert (str(mirror.args["changes_relation"]), str(mirror.args["target_relation"]),
-            mirror.args["changeset"], mirror.args["rows_affected"]) == (CHANGES, TARGET, INVOCATION, 7)
+            mirror.args["changeset"], mirror.args["rows_affected"]) == (CHANGES, TARGET, INVOCATION, None)
+    assert h.all("adapter.logstore_row_count") == []  # no count: dbt-spark reports none either
     assert not mirror.args["recovering"] and not mirror.args["log_starts"]
     # a plain table's committed properties are the ones its tag wrote: the log write reads none
     assert mirror.args["committed_properties"] == h.one("adapter.logstore_set_properties",
@@ -824,11 +828,12 @@ def test_logged_incremental_merge_on_delta_runs_merge_into():
         f"on DBT_INTERNAL_SOURCE.id = DBT_INTERNAL_DEST.id when matched then update set "
         f"`id` = DBT_INTERNAL_SOURCE.`id`, `amount` = DBT_INTERNAL_SOURCE.`amount`, "
         f"`day` = DBT_INTERNAL_SOURCE.`day` when not matched then insert *"))
-    assert h.one("adapter.logstore_check_unique").args["appended_to"] is None
+    # the diff counts the new keys in its own shuffle: no uniqueness query of its own
+    assert h.all("adapter.logstore_check_unique") == []
     change = h.one("adapter.logstore_change_sql")
     assert (str(change.args["new_relation"]), str(change.args["old_relation"]),
-            change.args["scope_by"], str(change.args["scope_relation"])) == \
-        (STAGING, TARGET, ("id",), STAGING)
+            change.args["scope_by"], str(change.args["scope_relation"]), change.args["mark_duplicates"]) == \
+        (STAGING, TARGET, ("id",), STAGING, True)
     assert h.one("adapter.logstore_intent_properties").args["replaced_by"] == ("id",)
     assert h.all("adapter.rename_relation") == []
 
@@ -855,6 +860,9 @@ def test_logged_incremental_merge_of_logstore_changes_deletes_by_rewrite():
     assert (str(upserted.args["new_relation"]), str(upserted.args["replaced"])) == (UPSERTS, STAGING)
     change = h.one("adapter.logstore_change_sql")
     assert (str(change.args["new_relation"]), str(change.args["scope_relation"])) == (UPSERTS, STAGING)
+    # each key once in the rows given, deletes included: a query of its own
+    assert str(h.one("adapter.logstore_check_unique").args["relation"]) == STAGING
+    assert change.args["mark_duplicates"] is False
     in_order(h, ("adapter.rename_relation", {"from_relation": MERGED, "to_relation": TARGET}),
              ("adapter.logstore_mirror", {}), ("adapter.drop_relation", {"relation": STAGING}),
              ("adapter.drop_relation", {"relation": UPSERTS}))
@@ -1116,6 +1124,31 @@ def test_a_run_that_fails_its_checks_leaves_nothing_it_staged(monkeypatch):
     dropped = [str(c.args["relation"]) for c in h.all("adapter.drop_relation")]
     assert CHANGES in dropped and STAGING in dropped and TARGET not in dropped
     assert "orders__logstore_new" not in h.adapter.catalog and "orders" in h.adapter.catalog
+
+
+def test_a_change_set_query_stopped_by_its_checks_is_explained_and_nothing_is_left(monkeypatch):
+    # the checks run inside the change table's own query; when one stops it, the checks run over
+    # that query without them to say which check failed and on which keys
+    from dbt.adapters.logstore.changes.checks import CHECK_FAILED
+    create, explained = FakeAdapter.logstore_create, []
+
+    def stopped(self, relation, sql):
+        if str(relation) == CHANGES:
+            raise DbtRuntimeError(f"[USER_RAISED_EXCEPTION] {CHECK_FAILED} SQLSTATE: P0001")
+        return create(self, relation, sql)
+
+    def explain(self, log, changes_relation, marked_duplicates=False, new_relation=None, failed=False):
+        explained.append((changes_relation, marked_duplicates, failed))
+        raise DbtRuntimeError("Model 'orders': a record is too large. Nothing was changed.")
+
+    monkeypatch.setattr(FakeAdapter, "logstore_create", stopped)
+    monkeypatch.setattr(FakeAdapter, "logstore_check_change_set", explain)
+    h = Harness("table", existing={"orders": "table"}, **kafka())
+    with pytest.raises(DbtRuntimeError, match="a record is too large"):
+        h.materialize()
+    assert explained == [(f"(select * from {STAGING} /* changes */)", True, True)]
+    dropped = [str(c.args["relation"]) for c in h.all("adapter.drop_relation")]
+    assert CHANGES in dropped and STAGING in dropped and TARGET not in dropped
 
 
 def test_a_models_build_hands_its_upstreams_to_begin_and_an_operation_none():

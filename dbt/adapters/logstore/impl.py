@@ -166,8 +166,7 @@ class LogstoreAdapter(SparkAdapter):
                                      replaced_by: Any = None, replaces_rows: bool = True
                                      ) -> mirror.LogstoreAdapterResponse:
         """An incremental statement's commit, then its log write (commit_protocol.commit_by_statement)."""
-        if isinstance(replaced_by, str):
-            replaced_by = [replaced_by]
+        replaced_by = [replaced_by] if isinstance(replaced_by, str) else replaced_by
         response = commit_protocol.commit_by_statement(
             self, log, target_relation, staged_relation, existing_relation, changes_relation,
             changeset, partitions, statement, rows_affected, tuple(replaced_by or ()), replaces_rows)
@@ -238,8 +237,7 @@ class LogstoreAdapter(SparkAdapter):
         """Release the lock this thread took (dbt calls it after every model, via the hook),
         unless another run has taken it over meanwhile."""
         state = self._run_state()
-        lock, state.lock = state.lock, None
-        owner, state.owner = state.owner, None
+        (lock, owner), state.lock, state.owner = (state.lock, state.owner), None, None
         if lock is not None:
             run_lock.release(self._catalog(), lock, owner, self._lease_seconds())
         return ""
@@ -376,14 +374,16 @@ class LogstoreAdapter(SparkAdapter):
             log.unique_key, None if replaced is None else str(replaced),
         )
 
-    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
-                                  marked_duplicates: bool = False, new_relation: Any = None) -> None:
-        """Last checks before the table commit (change_checks.check_change_set); rows this
-        run staged are counted by the same query, for logstore_row_count."""
+    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any, marked_duplicates: bool = False,
+                                  new_relation: Any = None, failed: bool = False) -> None:
+        """Last checks before the table commit, only where change_checks.checked_sql did not
+        check every row: a re-base's retraction added some, or its query `failed` (then
+        `changes_relation` is the query without the checks, to say which check and keys)."""
         staged = str(new_relation) if names.RELATION_MARK in str(getattr(new_relation, "identifier", "")) else None
-        rows = change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates, staged)
-        if rows is not None:  # counted only when staged
-            self._run_state().staged_rows[str(staged)] = rows
+        state = self._run_state()
+        if failed or (retraction.needed(log, state.generation) and state.target is not None):
+            rows = change_checks.check_change_set(self._catalog(), log, str(changes_relation), marked_duplicates, staged)
+            state.staged_rows.update({str(staged): rows} if staged else {})  # for logstore_row_count
 
     def logstore_retract(self, log: LogConfig, changes_relation: Any) -> None:
         """A generation's change set also deletes the keys the table lost (retraction.py)."""
@@ -411,8 +411,8 @@ class LogstoreAdapter(SparkAdapter):
 
     @available.parse_none
     def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None:
-        """A keyed log needs one row per key (change_checks.check_unique)."""
-        change_checks.check_unique(self._catalog(), log, str(relation), appended_to and str(appended_to))
+        """A keyed log needs one row per key (change_checks.check_unique); columns described once, as the diff's."""
+        change_checks.check_unique(self._catalog(), log, relation, appended_to, self._column_names(relation))
 
     # --- after the table commit -----------------------------------------------------------
 

@@ -174,8 +174,16 @@ def test_keyed_diff_marks_repeated_new_keys_in_its_own_partitioning():
     assert low.index("full outer join") < low.index("count(*) over")
 
 
-def test_mark_duplicates_does_not_apply_without_old_rows_or_key():
-    assert change_set_sql(NEW, None, ("id",), mark_duplicates=True) == inserts_sql(NEW, ("id",))
+def test_mark_duplicates_without_old_rows_counts_keys_in_the_inserts():
+    # a first build: its uniqueness check is a window of the change set's own query
+    low = norm(change_set_sql(NEW, None, ("id", "day"), mark_duplicates=True))
+    assert low.startswith("select case when count(*) over (partition by `id`, `day`) > 1 then 'x' else 'c' end "
+                          "as __logstore_op, ")
+    assert change_set_sql(NEW, None, ("id",)) == inserts_sql(NEW, ("id",))
+
+
+def test_mark_duplicates_does_not_apply_without_a_key():
+    assert change_set_sql(NEW, None, (), mark_duplicates=True) == inserts_sql(NEW, ())
     assert change_set_sql(NEW, OLD, (), mark_duplicates=True) == keyless_diff_sql(OLD, NEW)
 
 

@@ -71,6 +71,19 @@ def test_a_versioned_tables_commit_is_judged_by_its_version():
     assert recovery_action({CHANGESET_ID: "run-2"}, props, 6, "version:42", atomic=True) == "mirror"
 
 
+def test_a_versioned_tables_intent_needs_no_row_counts():
+    # its intent records none (each was a Spark job): the version alone judges, and the counts an
+    # older intent left on the table are never read
+    from dbt.adapters.logstore.names import INTENT_TABLE_STATE
+
+    props = {INTENT: "run-2", COMMITTED: "run-1", MIRRORED: "run-1", INTENT_TABLE_STATE: "version:41"}
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, None, "version:41", atomic=True) == "drop"
+    assert recovery_action({CHANGESET_ID: "run-2"}, props, None, "version:43", atomic=True) == "mirror"
+    stale = {**props, INTENT_ROWS_BEFORE: "5", INTENT_ROWS_AFTER: "8"}
+    with pytest.raises(_RuntimeError, match="version:41 before it and cannot be read now.*cannot be told"):
+        recovery_action({CHANGESET_ID: "run-2"}, stale, 8, None, atomic=True)
+
+
 def test_without_a_state_the_row_counts_judge_as_before():
     props = _intent_with_state(5, 8, "files:a")
     assert recovery_action({CHANGESET_ID: "run-2"}, props, 8) == "mirror"

@@ -14,6 +14,34 @@ from dbt.adapters.logstore.formats import connect_schema, get_format
 from dbt.adapters.logstore.config.log_config import LogConfig
 
 
+# raise_error's message when a change fails a row check inside the change set's own query
+CHECK_FAILED = "dbt-logstore: a change failed the checks before the table commit"
+
+
+def checked_sql(log: LogConfig, change_sql: str, marked_duplicates: bool = False) -> str:
+    """The change set's query with check_change_set's row checks inside it: a change that would
+    fail them stops the query (`raise_error`), before the change table exists. So the checks
+    cost no Spark job of their own (one was about 0.2 s of a small model's run); which check
+    failed, and on which keys, check_change_set says by running over `change_sql` (only then)."""
+    failing = [f"{changes.change_size_sql()} + {changes.RECORD_OVERHEAD} > {_record_limit(log)}"]
+    if marked_duplicates and log.keyed:
+        failing.append(f"{changes.OP} = '{changes.OP_DUPLICATE}'")
+    if get_format(log.format).refuse_changes(log.upsert, 1):
+        failing.append(f"{changes.OP} <> 'c'")
+    return (f"select case when {' or '.join(failing)} then raise_error('{CHECK_FAILED}') "
+            f"else {changes.OP} end as {changes.OP}, {changes.KEY}, {changes.BEFORE}, "
+            f"{changes.AFTER} from ({change_sql})")
+
+
+def failed_inside(error: BaseException) -> bool:
+    """Whether `error` is a query of checked_sql stopped by a change that failed a check."""
+    return CHECK_FAILED in str(error)
+
+
+def _record_limit(log: LogConfig) -> int:
+    return int(log.client_properties.get("max.request.size", 1048576))
+
+
 def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
                      marked_duplicates: bool = False, new_relation: Optional[str] = None) -> Optional[int]:
     """No key repeats (when the change set was built with mark_duplicates), every change fits in
@@ -24,7 +52,7 @@ def check_change_set(catalog: Catalog, log: LogConfig, changes_relation: str,
         catalog.rows(changes.change_set_summary_sql(changes_relation, new_relation))[0])
     if marked_duplicates and log.keyed and summary.duplicates:
         raise not_unique(log, [row[0] for row in catalog.rows(changes.marked_duplicates_sql(changes_relation))])
-    limit = int(log.client_properties.get("max.request.size", 1048576))
+    limit = _record_limit(log)
     if summary.rows and summary.largest_size + changes.RECORD_OVERHEAD > limit:
         raise DbtRuntimeError(
             f"Model '{log.model}': the change of row key {summary.largest_key} is "
@@ -70,15 +98,16 @@ def check_columns(log: LogConfig, columns: Sequence[Tuple[str, str]]) -> None:
             f"Nothing was changed.")
 
 
-def check_unique(catalog: Catalog, log: LogConfig, relation: str, appended_to: Optional[str] = None) -> None:
+def check_unique(catalog: Catalog, log: LogConfig, relation: Any, appended_to: Any = None,
+                 columns: Optional[Sequence[str]] = None) -> None:
     """A keyed log needs one row per key: fail before the commit if the new rows repeat a key,
-    or (append) bring a key the table already has."""
+    or (append) bring a key the table already has. `columns`: the relation's, if known."""
     if not log.keyed:
         return
-    check_key_columns(log, catalog.column_names(relation))
-    checks = [changes.duplicate_keys_sql(relation, log.unique_key)]
+    check_key_columns(log, catalog.column_names(relation) if columns is None else columns)
+    checks = [changes.duplicate_keys_sql(str(relation), log.unique_key)]
     if appended_to is not None:
-        checks.append(changes.existing_keys_sql(relation, appended_to, log.unique_key))
+        checks.append(changes.existing_keys_sql(str(relation), str(appended_to), log.unique_key))
     for sql in checks:
         rows = catalog.rows(sql)
         if rows:

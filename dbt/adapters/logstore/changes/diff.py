@@ -131,12 +131,18 @@ def scoped_to(old: ChangeInput, new: ChangeInput, scope_by: Sequence[str]) -> Ch
 
 
 def inserts_sql(new: ChangeInput, unique_key: Sequence[str] = (),
-                images: JsonImages = DEFAULT_IMAGES) -> str:
-    """Every new row as an insert (first build, incremental append)."""
+                images: JsonImages = DEFAULT_IMAGES, mark_duplicates: bool = False) -> str:
+    """Every new row as an insert (first build, incremental append). With `mark_duplicates` (and
+    a key), a row whose key another row also has comes out as OP_DUPLICATE, counted in the same
+    query (a first build's uniqueness check needs no query of its own)."""
     key = (images.object_sql(unique_key, types=_types_of(new, unique_key)) if unique_key
            else "cast(null as string)")
+    op = "'c'"
+    if mark_duplicates and unique_key:
+        keys = ", ".join(quote_identifier(k) for k in unique_key)
+        op = f"case when count(*) over (partition by {keys}) > 1 then '{OP_DUPLICATE}' else 'c' end"
     return (
-        f"select 'c' as {OP}, {key} as {KEY}, cast(null as string) as {BEFORE}, "
+        f"select {op} as {OP}, {key} as {KEY}, cast(null as string) as {BEFORE}, "
         f"{images.object_sql(new.columns, types=new.types)} as {AFTER} from {new.relation}"
     )
 
@@ -204,9 +210,9 @@ def change_set_sql(
     """The change set from `old` to `new`; with no old rows every new row is an insert.
     `scope_by` limits the old rows to those sharing these columns' values with new rows (or
     with `scope_source`: the rows a merge was given, deletes included). `mark_duplicates`: see
-    keyed_diff_sql (keyed diffs only)."""
+    keyed_diff_sql and inserts_sql (keyed change sets only)."""
     if old is None:
-        sql = inserts_sql(new, unique_key, images)
+        sql = inserts_sql(new, unique_key, images, mark_duplicates)
     elif unique_key:
         sql = keyed_diff_sql(scoped_to(old, scope_source or new, scope_by), new, unique_key,
                              mark_duplicates, images)
@@ -281,12 +287,17 @@ class ChangeSetSummary:
     new_rows: Optional[int] = None  # the rows of the relation the change set leads to, if counted
 
 
+def change_size_sql() -> str:
+    """A change's bytes: its key and images (a record adds RECORD_OVERHEAD)."""
+    return (f"coalesce(octet_length({KEY}), 0) + coalesce(octet_length({BEFORE}), 0) + "
+            f"coalesce(octet_length({AFTER}), 0)")
+
+
 def change_set_summary_sql(changes_relation: str, new_relation: Optional[str] = None) -> str:
     """One pass over a change set for ChangeSetSummary (one query, not one per check: each is a
     Spark job and a metastore lookup, a fixed cost of every run); with `new_relation`, its rows
     counted in the same query (the row count dbt reports, without a statement of its own)."""
-    size = (f"coalesce(octet_length({KEY}), 0) + coalesce(octet_length({BEFORE}), 0) + "
-            f"coalesce(octet_length({AFTER}), 0)")
+    size = change_size_sql()
     counted = f", (select count(*) from {new_relation})" if new_relation else ""
     return (f"select count(*), count_if({OP} = '{OP_DUPLICATE}'), count_if({OP} <> 'c'), "
             f"max_by({KEY}, {size}), coalesce(max({size}), 0){counted} from {changes_relation}")

@@ -20,8 +20,9 @@ which the adapter gives: impl.py.)
 
 The materialization stages the new rows. Then:
   5. `build_changes`: the commit's change set is written to a change table `<model>` +
-     CHANGES_SUFFIX tagged with its id (the dbt invocation id, or a microbatch batch's), and
-     checked: keys unique, records small enough, the format can write it. Nothing has changed yet.
+     CHANGES_SUFFIX tagged with its id (the dbt invocation id, or a microbatch batch's), checked
+     as it is written (changes/checks.py): keys unique, records small enough, the format can
+     write it. Nothing has changed yet.
   6. The table commit, in one of two ways, tagged `COMMITTED = <id>`:
      - `commit_by_swap` (rebuilds): on Iceberg and Delta one `create or replace table` commits
        the rows and the tag together; otherwise the staged table is tagged, the old table
@@ -51,6 +52,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Sequence, S
 from dbt_common.exceptions import DbtRuntimeError
 
 from dbt.adapters.logstore.spark.catalog import logger, properties_list_sql
+from dbt.adapters.logstore.changes import checks as change_checks
 from dbt.adapters.logstore.formats import option_default
 from dbt.adapters.logstore.log.lifecycle.generations import GenerationStart
 from dbt.adapters.logstore.log.lifecycle.identity import Assessment, lost_message
@@ -93,14 +95,13 @@ class Steps(Protocol):
     def logstore_intent_properties(self, new_relation: Any, old_relation: Any, new_rows: int,
                                    replaced_by: Any = None, replaces_rows: bool = True) -> Dict[str, str]: ...
     # the change set (changes/diff.py, changes/checks.py)
-    def logstore_check_unique(self, log: LogConfig, relation: Any, appended_to: Any = None) -> None: ...
     def logstore_change_sql(self, log: LogConfig, new_relation: Any, old_relation: Any = None,
                             scope_by: Any = None, scope_relation: Any = None,
                             mark_duplicates: bool = False, shape_of: Any = None) -> str: ...
     def logstore_create(self, relation: Any, sql: str) -> str: ...
     def logstore_readable_table_options(self) -> str: ...
-    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any,
-                                  marked_duplicates: bool = False, new_relation: Any = None) -> None: ...
+    def logstore_check_change_set(self, log: LogConfig, changes_relation: Any, marked_duplicates: bool = False,
+                                  new_relation: Any = None, failed: bool = False) -> None: ...
     def logstore_retract(self, log: LogConfig, changes_relation: Any) -> None: ...
     # the log write (mirror.py)
     def logstore_mirror(self, log: LogConfig, changes_relation: Any, target_relation: Any,
@@ -201,17 +202,21 @@ def build_changes(steps: Steps, log: LogConfig, changes: Any, new: Any, old: Any
     """Step 5: the change set from `old` (None: no old rows) to `new` as a table tagged with its
     id, and the checks before the table commit. `scope_by` limits the old rows (partitions or
     keys replaced, `scope_relation`'s keys when given). `unique_check`: fail if `new` repeats a
-    key of a keyed log (with old rows the diff counts keys in its own shuffle, else a query of
-    its own does). `shape_of`: the table `new`'s rows are inserted into by column name."""
-    mark_duplicates = unique_check and old is not None
+    key of a keyed log (the change set's query counts keys in its own shuffle). `shape_of`: the
+    table `new`'s rows are inserted into by column name."""
+    mark_duplicates = unique_check
     try:
-        if unique_check and not mark_duplicates:
-            steps.logstore_check_unique(log, new)
         sql = steps.logstore_change_sql(log, new, old, scope_by or None, scope_relation,
                                         mark_duplicates, shape_of)
-        steps.logstore_create(changes, (
-            f"create table {changes} using parquet {steps.logstore_readable_table_options()} "
-            f"tblproperties {properties_list_sql({CHANGESET_ID: changeset})} as {sql}"))
+        try:  # the checks run inside the change set's own query (change_checks.checked_sql)
+            steps.logstore_create(changes, (
+                f"create table {changes} using parquet {steps.logstore_readable_table_options()} "
+                f"tblproperties {properties_list_sql({CHANGESET_ID: changeset})} as "
+                f"{change_checks.checked_sql(log, sql, mark_duplicates)}"))
+        except Exception as error:
+            if change_checks.failed_inside(error):  # say which check failed, on which keys
+                steps.logstore_check_change_set(log, f"({sql})", mark_duplicates, failed=True)
+            raise
         # a generation's copy of the table also deletes the keys the topic holds and the table
         # lost (retraction.py): a plain reader of the topic ends with the table
         steps.logstore_retract(log, changes)
@@ -298,14 +303,14 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
     """What to do with a change table a previous run left behind: 'mirror' or 'drop'.
 
     An incremental commit (an insert, overwrite or merge, then the tag) records its intent
-    first: the change set, the table's row count before and after, and the table's state before
-    (table_formats.table_state). A run that died between the statement and the tag is judged by
+    first: the change set, the table's state before (table_formats.table_state) and, unless
+    that state is a version of a table that commits atomically (`atomic`: Iceberg, Delta), its
+    row count before and after. A run that died between the statement and the tag is judged by
     the state and row count it left (`state`, `row_count`): the same state as before, the
-    statement never took effect; another state of a table that commits atomically (`atomic`:
-    an Iceberg or Delta version), it did; other data files of a plain table, it did if the row
-    count is the one intended. A change set that changes no row (`changes_rows`, counted only
-    when the counts cannot tell) needs no judging: whether or not its commit happened, the
-    table's rows are the ones the log already has."""
+    statement never took effect; another version of an atomic table, it did; other data files
+    of a plain table, it did if the row count is the one intended. A change set that changes no
+    row (`changes_rows`, counted only when the rest cannot tell) needs no judging: whether or
+    not its commit happened, the table's rows are the ones the log already has."""
     changeset = changes_props.get(CHANGESET_ID)
     if not changeset or table_props.get(MIRRORED) == changeset:
         return "drop"
@@ -313,22 +318,25 @@ def recovery_action(changes_props: Mapping[str, str], table_props: Mapping[str, 
         return "mirror"
     if table_props.get(INTENT) != changeset:
         return "drop"  # the run died before its table commit began
-    before, after = int(table_props[INTENT_ROWS_BEFORE]), int(table_props[INTENT_ROWS_AFTER])
+    # an atomic table's intent records no counts (any there are an older intent's)
+    before, after = (None, None) if atomic else (int(table_props[INTENT_ROWS_BEFORE]),
+                                                 int(table_props[INTENT_ROWS_AFTER]))
     state_before = table_props.get(INTENT_TABLE_STATE)
     if state_before and state is not None:
         if state == state_before:
             return "drop"
         if atomic or row_count == after:
             return "mirror"
-    elif row_count == after and after != before:
+    elif after is not None and row_count == after and after != before:
         return "mirror"
-    elif row_count == before and after != before:
+    elif after is not None and row_count == before and after != before:
         return "drop"
     if changes_rows is not None and changes_rows() == 0:
         return "drop"
+    judged = (f"the table's state was {state_before} before it and cannot be read now ({state})" if atomic else
+              f"the table holds {row_count} rows, and the commit would have taken it from {before} to {after} rows")
     raise DbtRuntimeError(
-        f"A run died during the table commit of change set {changeset}: the table holds "
-        f"{row_count} rows, and the commit would have taken it from {before} to {after} rows, so "
+        f"A run died during the table commit of change set {changeset}: {judged}, so "
         f"whether it happened cannot be told. Give the model a new 'kafka.topic': a new log "
         f"starts with the table's current rows (move its consumers to it; docs/operations.md, 'Moving an "
         f"existing log').")

@@ -70,16 +70,31 @@ def failed_step(table_props: Dict[str, str], changeset: Optional[str]) -> str:
     return "in the table commit"
 
 
-def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, new_rows: int,
+def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, new_rows: Optional[int],
                       replaced_by: Sequence[str] = (), replaces_rows: bool = True,
                       sources: Optional[str] = None,
                       old_properties: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The intent of an incremental commit: the table's row count before and after, so recovery
-    can tell whether a commit that died untagged happened. `replaced_by` names the columns whose
-    values the new rows replace (partitions of an overwrite, keys of a merge); without them an
-    overwrite replaces every row and an append (`replaces_rows` false) none. `sources`: the
-    upstream positions the commit records, if it reads upstream changes; `old_properties`: the
-    table's properties, when the run already read them (its format and version)."""
+    """The intent of an incremental commit: the table's state before it (table_formats), and,
+    unless that state is an Iceberg or Delta version, its row count before and after, so
+    recovery can tell whether a commit that died untagged happened (recovery_action: a version
+    that moved took the whole commit, so the counts would never be read, and each is a Spark
+    job). `new_rows`: the rows the commit brings (None: counted here, if needed).
+    `replaced_by` names the columns whose values the new rows replace (partitions of an
+    overwrite, keys of a merge); without them an overwrite replaces every row and an append
+    (`replaces_rows` false) none. `sources`: the upstream positions the commit records, if it
+    reads upstream changes; `old_properties`: the table's properties, when the run already read
+    them (its format and version)."""
+    state = table_formats.table_state(catalog, old_relation, old_properties)
+    intent = {} if state is None else {names.INTENT_TABLE_STATE: state}
+    if not table_formats.is_version_state(state):
+        intent.update(_row_counts(catalog, new_relation, old_relation, new_rows, replaced_by, replaces_rows))
+    if sources:
+        intent[names.SOURCES_INTENT] = sources
+    return intent
+
+
+def _row_counts(catalog: Catalog, new_relation: Any, old_relation: Any, new_rows: Optional[int],
+                replaced_by: Sequence[str], replaces_rows: bool) -> Dict[str, str]:
     before = catalog.row_count(old_relation)
     if not replaces_rows:
         replaced = 0
@@ -90,14 +105,8 @@ def intent_properties(catalog: Catalog, new_relation: Any, old_relation: Any, ne
         replaced = catalog.row_count(scoped.relation)
     else:
         replaced = before
-    intent = {names.INTENT_ROWS_BEFORE: str(before),
-              names.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
-    state = table_formats.table_state(catalog, old_relation, old_properties)
-    if state is not None:
-        intent[names.INTENT_TABLE_STATE] = state
-    if sources:
-        intent[names.SOURCES_INTENT] = sources
-    return intent
+    new_rows = catalog.row_count(new_relation) if new_rows is None else new_rows
+    return {names.INTENT_ROWS_BEFORE: str(before), names.INTENT_ROWS_AFTER: str(before - replaced + new_rows)}
 
 
 def commit_properties(catalog: Catalog, log: LogConfig, changeset_id: Optional[str] = None,

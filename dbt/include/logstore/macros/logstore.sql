@@ -127,8 +127,8 @@
   {%- endif -%}
   {%- set prior = old_relation if (old_relation is not none and old_relation.is_table) else none -%}
   {%- do logstore_build_changes(log_config, changes, staging, prior, unique_check=true) -%}
-  {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions,
-                          adapter.logstore_row_count(staging)) -%}
+  {#-- no row count, as dbt-spark gives none: a count would be a Spark job of its own --#}
+  {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions, none) -%}
 {%- endmacro %}
 
 

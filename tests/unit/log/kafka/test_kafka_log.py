@@ -355,6 +355,38 @@ def test_writer_send_error_names_key(fake_producer):
     assert fake_producer.instances[0].calls[-2:] == ["abort_transaction", "close"]
 
 
+def test_a_flush_no_node_answered_is_an_interruption_the_mirror_writes_again(fake_producer, monkeypatch):
+    # a rolling restart: the producer's batches found no leader until the flush gave up, before
+    # anything of the attempt was committed or confirmed, so a new attempt on a fresh producer
+    # is safe (mirror.written_once_more_if_interrupted); not once the confirmation was sent
+    from dbt.adapters.logstore.log.log_system import LogWriteInterrupted
+
+    def silent_flush(self, timeout=None):
+        raise KafkaTimeoutError("Timeout waiting for future")
+
+    monkeypatch.setattr(FakeProducer, "flush", silent_flush)
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "s.t")
+    writer.send(b'{"id":1}', b"v", route=b"r")
+    with pytest.raises(LogWriteInterrupted, match="Timeout waiting for future"):
+        writer.commit(Confirm())
+    # an answer (not silence), or an eventual log (its records may have reached the topic): the run's
+    writer = KafkaLogWriter(make_log(consistency="eventual"), "s.t")
+    with pytest.raises(DbtRuntimeError) as info:
+        writer.commit(Confirm())
+    assert not isinstance(info.value, LogWriteInterrupted)
+
+
+def test_a_confirmation_met_by_silence_is_not_written_again_here(fake_producer):
+    from dbt.adapters.logstore.log.log_system import LogWriteInterrupted
+
+    fake_producer.fail_topics = {CONTROL: KafkaTimeoutError("no answer")}
+    writer = KafkaLogWriter(make_log(consistency="transactional"), "s.t")
+    writer.send(b'{"id":1}', b"v", route=b"r")
+    with pytest.raises(DbtRuntimeError) as info:
+        writer.commit(Confirm())
+    assert not isinstance(info.value, LogWriteInterrupted)
+
+
 def test_writer_async_error_fails_commit(fake_producer):
     fake_producer.fail_future = KafkaError("record too large")
     writer = KafkaLogWriter(make_log(), "s.t")
@@ -1238,10 +1270,60 @@ def test_observe_does_not_read_a_control_topic_this_run_created(monkeypatch):
 
     system = KafkaLogSystem()
     monkeypatch.setattr(kafka_log, "_with_admin", lambda log, clients, talk, doing: (
-        "cluster", {"analytics.orders", CONTROL}, {}, {}))
+        "cluster", {"analytics.orders", CONTROL}, {}, {}, ({0: 0}, {0: 0})))
     monkeypatch.setattr(system, "open_reader", lambda log: Reader())
     monkeypatch.setattr(system, "clients", lambda log: None)
     state = system.observe(make_log(), control_created=True)
     assert (state.control_topic_exists, state.control_records, read) == (True, (), [])
     system.observe(make_log())
     assert read == ["control"]
+
+
+def test_observe_reads_the_offsets_in_its_admin_conversation(monkeypatch):
+    """The data topic's first and end offsets (read_uncommitted: the high watermark) come from
+    the admin conversation that described the topic, not from a consumer of their own (its
+    first metadata is about 0.1 s on Apache Kafka, on every logged model's run)."""
+    from types import SimpleNamespace
+
+    from kafka.admin import OffsetSpec
+
+    asked = []
+
+    class Admin:
+        def list_topics(self):
+            return ["analytics.orders", CONTROL]
+
+        def describe_topics(self, topics):
+            return [{"name": t, "topic_id": None, "partitions": [{"partition_index": p} for p in (1, 0)]}
+                    for t in topics]
+
+        def describe_cluster(self):
+            return {"cluster_id": "c1"}
+
+        def describe_configs(self, resources, config_filter=None):
+            return {"topic": {"analytics.orders": {"cleanup.policy": {"value": "compact"}}}}
+
+        def list_partition_offsets(self, specs, timeout_ms=None):
+            (spec,) = set(specs.values())
+            asked.append((sorted((tp.topic, tp.partition) for tp in specs), spec))
+            first = spec == OffsetSpec.EARLIEST
+            return {tp: SimpleNamespace(offset=(tp.partition if first else 10 + tp.partition)) for tp in specs}
+
+    class Reader:
+        held_back = None
+
+        def offsets(self):
+            raise AssertionError("a consumer of its own for the offsets")
+
+        def control_records(self):
+            return []
+
+    system = KafkaLogSystem()
+    monkeypatch.setattr(kafka_log, "_with_admin", lambda log, clients, talk, doing: talk(Admin()))
+    monkeypatch.setattr(system, "open_reader", lambda log: Reader())
+    monkeypatch.setattr(system, "clients", lambda log: None)
+    state = system.observe(make_log())
+    assert (state.start_offsets, state.end_offsets) == ({0: 0, 1: 1}, {0: 10, 1: 11})
+    assert asked == [([("analytics.orders", 0), ("analytics.orders", 1)], OffsetSpec.EARLIEST),
+                     ([("analytics.orders", 0), ("analytics.orders", 1)], OffsetSpec.LATEST)]
+    assert state.settings == {"cleanup.policy": "compact"} and state.cluster_id == "c1"

@@ -14,7 +14,7 @@ from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import (
     bridge_kafka_logs, describe, kafka_failure,
 )
-from dbt.adapters.logstore.log.kafka.reading import KafkaLogReader
+from dbt.adapters.logstore.log.kafka.reading import KafkaLogReader, Offsets, partition_offsets
 from dbt.adapters.logstore.log.kafka.retrying import closing, retriable, with_retries
 from dbt.adapters.logstore.log.lifecycle.retention import creation_settings
 from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, control_topic_for
@@ -116,18 +116,21 @@ class KafkaLogSystem(LogSystem):
         faults.maybe_crash(faults.LOG_CHECKS_POINT)
         topic, control = str(log.topic), control_topic_for(str(log.topic))
 
-        def described(admin: Any) -> Tuple[Any, Set[str], Dict[str, Any], Dict[str, str]]:
+        def described(admin: Any) -> Tuple[Any, Set[str], Dict[str, Any], Dict[str, str], Offsets]:
             existing = set(admin.list_topics())
-            ids = {d["name"]: _topic_id(d) for d in admin.describe_topics(
-                [t for t in (topic, control) if t in existing])} if {topic, control} & existing else {}
-            return (admin.describe_cluster().get("cluster_id"), existing, ids,
-                    self._settings(admin, topic) if topic in existing else {})
+            descriptions = admin.describe_topics(
+                [t for t in (topic, control) if t in existing]) if {topic, control} & existing else []
+            partitions = [p["partition_index"] for d in descriptions if d["name"] == topic
+                          for p in d.get("partitions") or ()]
+            return (admin.describe_cluster().get("cluster_id"), existing,
+                    {d["name"]: _topic_id(d) for d in descriptions},
+                    self._settings(admin, topic) if topic in existing else {},
+                    partition_offsets(admin, topic, partitions))
 
-        cluster_id, existing, ids, settings = _with_admin(log, self.clients(log), described,
-                                                          "describing the topics")
+        cluster_id, existing, ids, settings, (starts, ends) = _with_admin(
+            log, self.clients(log), described, "describing the topics")
         reader = self.open_reader(log)
         try:
-            starts, ends = reader.offsets() if topic in existing else ({}, {})
             # a control topic created by this run a moment ago is empty: not read (its empty
             # polls are most of a first build's Kafka time)
             records = reader.control_records() if control in existing and not control_created else []

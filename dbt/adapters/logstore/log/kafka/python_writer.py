@@ -9,10 +9,10 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import kafka_failure, write_cause
-from dbt.adapters.logstore.log.kafka.retrying import closing, with_retries
+from dbt.adapters.logstore.log.kafka.retrying import closing, silence, with_retries
 from dbt.adapters.logstore.log.kafka.writer import TransactionClock, partition_for
 from dbt.adapters.logstore.config.log_config import LogConfig, control_topic_for
-from dbt.adapters.logstore.log.log_system import LogWriter, WriteResult
+from dbt.adapters.logstore.log.log_system import LogWriteInterrupted, LogWriter, WriteResult
 from dbt.adapters.logstore.names import transactional_id
 
 
@@ -79,6 +79,7 @@ class KafkaLogWriter(LogWriter):
         self._clock = TransactionClock(self._timeout_ms) if log.transactional else None
         self._result = WriteResult(topic=str(log.topic))
         self._error: Optional[BaseException] = None
+        self._confirming = False  # the confirmation is on its way: a failure is not retried here
         # The per-record path is the mirror's hot loop: everything it needs is looked up once.
         self._topic = str(log.topic)
         self._KafkaError = KafkaError
@@ -154,6 +155,7 @@ class KafkaLogWriter(LogWriter):
                 if self._clock is not None and not self._result.records:
                     self._clock.first_record()
                 key, value = confirmation(self._result)
+                self._confirming = True
                 self._producer.send(control_topic_for(str(self._log.topic)), key=key, value=value,
                                     partition=0).get(timeout=self._wait_s)
                 faults.maybe_crash("before_log_commit")
@@ -180,7 +182,12 @@ class KafkaLogWriter(LogWriter):
         cause = write_cause(exc, self._log.transactional, self._timeout_ms)
         if cause is not None:
             detail = f"{cause.words}. Check {cause.check}. ({detail})"
-        return DbtRuntimeError(
+        # No node answered before anything of this attempt was committed or confirmed (a node
+        # killed in a rolling restart, the producer's metadata stale): the mirror aborts it and
+        # writes the change set again on a fresh producer, as confluent_writer's interruptions.
+        interrupted = (self._log.transactional and not self._confirming
+                       and self._result.transactions == 1 and silence(exc))
+        return (LogWriteInterrupted if interrupted else DbtRuntimeError)(
             f"Model '{self._log.model}': writing to Kafka topic '{self._log.topic}' failed"
             f"{where}: {detail}"
         )

@@ -6,7 +6,7 @@ needs kafka-python's types."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import kafka_failure
@@ -290,3 +290,22 @@ class KafkaFeed(LogFeed):
 
     def close(self) -> None:
         self._consumer.close()
+
+
+Offsets = Tuple[Dict[int, int], Dict[int, int]]
+
+
+def partition_offsets(admin: Any, topic: str, partitions: Iterable[int]) -> Offsets:
+    """KafkaLogReader.offsets, asked in an admin conversation that has described the topic
+    (`partitions`: its partitions), as the log system's observe does on every logged model's
+    run: a consumer of its own costs its first metadata, about 0.1 s on Apache Kafka."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+    if not tps:
+        return {}, {}
+    starts, ends = (admin.list_partition_offsets({tp: spec for tp in tps}, timeout_ms=OFFSETS_TRY_MS)
+                    for spec in (OffsetSpec.EARLIEST, OffsetSpec.LATEST))
+    return ({tp.partition: int(o.offset) for tp, o in starts.items()},
+            {tp.partition: int(o.offset) for tp, o in ends.items()})

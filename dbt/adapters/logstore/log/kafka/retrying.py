@@ -52,6 +52,11 @@ def retriable(exc: BaseException) -> bool:
             and type(exc).__name__ not in _NOT_RETRIED)
 
 
+def silence(exc: BaseException) -> bool:
+    """Whether `exc` means no node answered (a node down, a leader moving), not an answer."""
+    return isinstance(exc, _kafka_error()) and type(exc).__name__ in _SILENCE
+
+
 def servers_of(config: Mapping[str, Any]) -> List[str]:
     servers = config.get("bootstrap_servers") or []
     return [servers] if isinstance(servers, str) else [str(s) for s in servers]

@@ -52,28 +52,31 @@
       {%- do logstore_build_changes(log_config, changes, staging, shape_of=existing_relation) -%}
     {%- elif overwrites -%}
       {%- do logstore_build_changes(log_config, changes, staging, existing_relation, partition_by, unique_check=true, shape_of=existing_relation) -%}
-    {%- else -%}
-      {%- do adapter.logstore_check_unique(log_config, staging) -%}
     {%- endif -%}
     {%- set op_aware = strategy == 'merge' and adapter.logstore_has_op_column(staging) -%}
     {%- set upserts = staging -%}
     {%- if op_aware -%}
-      {#-- rows from logstore_changes(): keys whose op is 'd' are deleted, the rest upserted --#}
+      {#-- rows from logstore_changes(): keys whose op is 'd' are deleted, the rest upserted
+           (each key once, deletes included: a query of its own) --#}
+      {%- do adapter.logstore_check_unique(log_config, staging) -%}
       {%- set upserts = logstore_relation(target_relation, 'upserts') -%}
       {%- do logstore_create_table_as(upserts, adapter.logstore_upserts_sql(staging), plain) -%}
     {%- endif -%}
     {%- if strategy == 'merge' -%}
-      {%- do logstore_build_changes(log_config, changes, upserts, existing_relation, log_config.unique_key, scope_relation=staging) -%}
+      {#-- the diff counts each new key in its own shuffle: a repeated one fails the run --#}
+      {%- do logstore_build_changes(log_config, changes, upserts, existing_relation, log_config.unique_key,
+                                    scope_relation=staging, unique_check=not op_aware) -%}
     {%- endif -%}
-    {#-- counted by the change set's checks, when they had the staged rows (logstore_row_count) --#}
-    {%- set rows_affected = adapter.logstore_row_count(staging) -%}
-
     {%- if strategy == 'merge' and (not has_merge or op_aware) -%}
-      {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in --#}
+      {#-- upsert by rewrite: old rows with other keys plus the new rows, swapped in (no row
+           count, as dbt-spark gives none: a count would be a Spark job of its own) --#}
       {%- set merged = logstore_relation(target_relation, 'merged') -%}
       {%- do logstore_create_table_as(merged, adapter.logstore_upserted_rows_sql(log_config, upserts, existing_relation, staging), plain) -%}
-      {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, rows_affected) -%}
+      {%- do logstore_swap_in(log_config, merged, target_relation, existing_relation, changes, partitions, none) -%}
     {%- else -%}
+      {#-- the rows the statement brings: the intent of a plain table records them, for recovery
+           (an Iceberg or Delta version needs no count, and dbt-spark reports none) --#}
+      {%- set rows_affected = none if plain else adapter.logstore_row_count(staging) -%}
       {#-- intent, statement, tag, log write: commit_protocol.commit_by_statement --#}
       {%- set response = adapter.logstore_commit_by_statement(
             log_config, target_relation, staging, existing_relation, changes, logstore_changeset_id(), partitions,

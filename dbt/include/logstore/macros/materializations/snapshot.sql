@@ -45,8 +45,8 @@
     {%- do post_snapshot(source_changes) -%}
   {%- endif -%}
   {%- do logstore_build_changes(log_config, changes, staging, old_relation, unique_check=true) -%}
-  {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions,
-                          adapter.logstore_row_count(staging)) -%}
+  {#-- no row count, as dbt-spark gives none: a count would be a Spark job of its own --#}
+  {%- do logstore_swap_in(log_config, staging, target_relation, old_relation, changes, partitions, none) -%}
 
   {% set should_revoke = should_revoke(old_relation, full_refresh_mode=False) %}
   {% do apply_grants(target_relation, grant_config, should_revoke=should_revoke) %}
