@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-cluster unit functional install wheel jars maven java python-venv postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats bench-retraction bench-models bench-run-records soak clean
+.PHONY: demo test test-cluster unit functional install wheel jars maven java python-venv postgres docs docs-serve docs-check chromium bench bench-cluster bench-diff bench-formats bench-retraction bench-models bench-models-apache bench-run-records soak clean
 
 # PyFlink, the peer decoder of tests/functional/test_peer_flink.py (tests/peers/flink_decode.py):
 # apache-flink pins its own pyarrow, pandas and numpy, so it gets its own virtual environment,
@@ -238,6 +238,12 @@ bench-retraction: $(BENCH_STAMP) $(JARS_STAMP)
 # (results-models-quick.json), "--methods session" for one method.
 bench-models: $(STAMP) $(JARS_STAMP)
 	$(BIN)/python benchmarks/models.py $(BENCH_ARGS)
+
+# The same on Apache Kafka (3 nodes, tests/kafka_cluster.py), the session method:
+# writes benchmarks/results-models-apache.json.
+bench-models-apache: $(STAMP) $(JARS_STAMP)
+	$(BIN)/python benchmarks/models.py --broker apache --methods session \
+	  --results benchmarks/results-models-apache.json $(BENCH_ARGS)
 
 # What a run record costs: its write, and the other models' latest confirmations read with one
 # consumer against one each (docs/performance.md), on a three-node Apache Kafka of its own.

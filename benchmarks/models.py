@@ -1,7 +1,8 @@
 """Small-models benchmark: what a log costs an ordinary small dbt model, beside plain dbt-spark.
 
     python benchmarks/models.py [--models 12] [--rows 200] [--rebuilds 1] [--quick] [--client C]
-                                [--methods session,thrift,connect] [--keep] [--results FILE]
+                                [--methods session,thrift,connect] [--broker embedded|apache]
+                                [--keep] [--results FILE]
 
 `make bench-models` runs it with the defaults. A throw-away dbt project: --models keyed table
 models (`m01`, ..., unique_key id, 200 rows each), a keyed incremental `merge` model (on Delta,
@@ -9,11 +10,13 @@ where plain dbt-spark can merge too), a keyless table model and a keyed `downstr
 `ref()`s m01 and m02 (logged inputs: its confirmation names their snapshots), every one logged
 (transactional).
 It runs with plain dbt-spark (`type: spark`, where the log's configs mean nothing) and with
-dbt-logstore, into schemas of their own, on the embedded broker. For each method (session: one
-Spark session both profiles share; thrift: a Spark Thrift Server, tests/functional/thrift_server.py;
-connect: a Spark Connect server, tests/functional/connect_server.py, that dbt-logstore's `method:
-connect` and plain dbt-spark's session method with SPARK_REMOTE both reach), interleaved so that
-the machine's load hits both alike (plain then logged, then logged then plain, ...):
+dbt-logstore, into schemas of their own, on the embedded broker (--broker apache: Apache Kafka on
+3 nodes, as the suite's cluster, where each Kafka client's first metadata costs more). For each
+method (session: one Spark session both profiles share; thrift: a Spark Thrift Server,
+tests/functional/thrift_server.py; connect: a Spark Connect server,
+tests/functional/connect_server.py, that dbt-logstore's `method: connect` and plain dbt-spark's
+session method with SPARK_REMOTE both reach), interleaved so that the machine's load hits both
+alike (plain then logged, then logged then plain, ...):
 
 - a warm-up model built and rebuilt by both (not measured: the session's start, first queries);
 - the first build: `dbt run` of every model (var v=1): every row is new;
@@ -292,6 +295,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--methods", default="session,thrift,connect", help="session, thrift, connect")
     parser.add_argument("--quick", action="store_true", help="3 models, for development")
     parser.add_argument("--client", default="kafka-python", help="kafka_client of the logged profile")
+    parser.add_argument("--broker", default="embedded", choices=("embedded", "apache"),
+                        help="the embedded broker, or Apache Kafka on 3 nodes (tests/kafka_cluster.py)")
     add_work_options(parser, RESULTS, QUICK_RESULTS)
     args = parser.parse_args(argv)
     if args.child:
@@ -312,12 +317,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     began = time.monotonic()
     commit = git_commit()  # the code measured: at the start (others may commit while it runs)
     broker_pid = None
+    cluster = None
     server = None
     runs: List[Dict[str, Any]] = []
     failures: List[str] = []
     try:
         (work / "broker").mkdir()
-        broker_pid, servers = start_broker(work / "broker")
+        if args.broker == "apache":
+            from tests.kafka_cluster import KafkaCluster
+
+            cluster = KafkaCluster(work / "broker").start()
+            servers = cluster.bootstrap_servers
+            print(f"Apache Kafka: 3 nodes at {servers}", flush=True)
+        else:
+            broker_pid, servers = start_broker(work / "broker")
         for method in methods:
             port = None
             if method == "thrift":
@@ -361,13 +374,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             _stop(server.process)
         if broker_pid is not None:
             stop_pid(broker_pid)
+        if cluster is not None:
+            cluster.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     rows = summarize(runs)
     command = "python benchmarks/models.py " + " ".join(argv if argv is not None else sys.argv[1:])
     summary = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": machine(), "commit": commit, "command": command.strip(),
-               "models": count, "rows": args.rows, "rebuilds": args.rebuilds, "methods": methods,
+               "broker": args.broker, "models": count, "rows": args.rows, "rebuilds": args.rebuilds,
+               "methods": methods,
                "duration_s": round(time.monotonic() - began), "table": rows,
                "run_record": run_record_summary(runs), "runs": runs, "failures": failures}
     results_path.write_text(json.dumps(summary, indent=1) + "\n")

@@ -143,3 +143,59 @@ class TestCertificateForAnotherName:
         out = failure_text(["run"])
         assert "Model 't'" in out and "does not match the server" in out, out[-2000:]
         assert "ssl.check.hostname" in out
+
+
+@pytest.fixture(scope="module")
+def silent_listener():
+    """A port that accepts connections and never says a word (a proxy or load balancer with
+    nothing behind it): a TLS client's handshake waits for an answer that never comes."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+class TestTlsListenerThatNeverAnswers:
+    """kafka-python 3.0.12 alone waits for such a handshake without end (retrying.start_client)."""
+
+    @pytest.fixture(scope="class")
+    def dbt_profile_target(self, dbt_profile_target, silent_listener):
+        return {**dbt_profile_target, "kafka_bootstrap_servers": silent_listener,
+                "kafka_properties": {"security.protocol": "SSL", "bootstrap.timeout.ms": "2000",
+                                     "request.timeout.ms": "2000"}}
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return MODEL
+
+    def test_the_run_fails_within_the_window_saying_so(self, project):
+        outcome = {}
+        run = threading.Thread(target=lambda: outcome.update(out=failure_text(["run"])), daemon=True)
+        run.start()
+        run.join(timeout=180)  # two tries of a 4 s window, and dbt's own time
+        assert "out" in outcome, "dbt run still waiting for the TLS handshake after 180 s"
+        out = outcome["out"]
+        assert "Model 't'" in out and "TLS handshake with the broker did not complete" in out, out[-2000:]
+        assert "security.protocol" in out and "Nothing was changed" in out
+        assert "ERROR:kafka" not in out
+        assert not spark().catalog.tableExists(f"{project.test_schema}.t")

@@ -1,6 +1,9 @@
-"""retrying.with_retries: the one retry of every kafka-python conversation (a node down)."""
+"""retrying.with_retries: the one retry of every kafka-python conversation (a node down);
+retrying.start_client: a client's start, bounded by the same window."""
 from __future__ import annotations
 
+import threading
+import time
 from typing import List
 
 import pytest
@@ -9,7 +12,8 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from dbt.adapters.logstore.log.kafka.retrying import no_broker_answered, retriable, with_retries
+from dbt.adapters.logstore.log.kafka.errors import cause_of
+from dbt.adapters.logstore.log.kafka.retrying import no_broker_answered, retriable, start_client, with_retries
 
 SERVERS = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
 CONFIG = {"bootstrap_servers": SERVERS, "bootstrap_timeout_ms": 10000, "request_timeout_ms": 5000,
@@ -125,3 +129,59 @@ def test_a_failed_bootstrap_is_final():
     with pytest.raises(KafkaTimeoutError):
         with_retries(attempt, CONFIG, clock=clock, sleep=clock.sleep)
     assert len(calls) == 1 and not retriable(error)
+
+
+# --- start_client: a client's start, bounded by the window ---------------------------------
+
+QUICK = {"bootstrap_timeout_ms": 100, "request_timeout_ms": 100}  # a window of 0.2 s
+
+
+class Client:
+    def __init__(self, release: threading.Event = None, **config) -> None:
+        self.config, self.closed = config, threading.Event()
+        if release is not None:
+            release.wait(10)  # a bootstrap that waits for an answer
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_client_that_starts_is_handed_back_with_its_settings():
+    client = start_client(Client, QUICK, group_id=None)
+    assert client.config == {**QUICK, "group_id": None}
+
+
+def test_a_client_that_fails_to_start_raises_its_own_error():
+    def refused(**config):
+        raise KafkaConnectionError("111 ECONNREFUSED")
+
+    with pytest.raises(KafkaConnectionError):
+        start_client(refused, QUICK)
+
+
+@pytest.mark.parametrize("protocol, said", [
+    ("SSL", "never completed the TLS handshake within 0.2 s"),
+    ("PLAINTEXT", "never answered within 0.2 s"),
+])
+def test_a_start_that_outlasts_the_window_is_a_timeout_and_the_late_client_is_closed(protocol, said):
+    release, started = threading.Event(), []
+
+    def silent(**config):
+        started.append(Client(release, **config))
+        return started[-1]
+
+    with pytest.raises(KafkaTimeoutError, match=said):
+        start_client(silent, {**QUICK, "security_protocol": protocol})
+    release.set()  # the server answers after all: nobody holds that client any more
+    for _ in range(100):  # up to 5 s for the starting thread to close it
+        if started and started[-1].closed.is_set():
+            break
+        time.sleep(0.05)
+    assert started and started[-1].closed.is_set()
+
+
+def test_a_tls_handshake_that_never_completed_is_said_as_such():
+    error = KafkaTimeoutError("a server accepted the connection and never completed the TLS "
+                              "handshake within 25 s")
+    assert cause_of(no_broker_answered()(f"no broker answered: {error}")).words.startswith(
+        "TLS failed: the TLS handshake with the broker did not complete")

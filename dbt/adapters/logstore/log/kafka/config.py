@@ -29,6 +29,9 @@ PRODUCER_DEFAULTS: Dict[str, Any] = {
     "transaction_timeout_ms": 60000,
 }
 ADMIN_DEFAULTS: Dict[str, Any] = {"request_timeout_ms": 15000, "bootstrap_timeout_ms": 10000}
+# The readers' consumers: the admin's settings, and the producer's metadata backoff
+# (with_metadata_backoff: a topic's first metadata waits it).
+CONSUMER_DEFAULTS: Dict[str, Any] = {**ADMIN_DEFAULTS, "retry_backoff_ms": 20}
 
 def client_config(log: LogConfig, defaults: Mapping[str, Any]) -> Dict[str, Any]:
     """kafka-python settings from the profile's Java-style client properties.
@@ -243,9 +246,26 @@ def resolve_clients(log: LogConfig) -> KafkaClients:
     from kafka import KafkaAdminClient, KafkaConsumer
 
     admin = client_config(log, ADMIN_DEFAULTS)
+    consumer = client_config(log, CONSUMER_DEFAULTS)
     return KafkaClients(
         servers=str(log.bootstrap_servers), setting=servers_setting(log),
         admin={k: v for k, v in admin.items() if k in KafkaAdminClient.DEFAULT_CONFIG},
         producer=client_config(log, PRODUCER_DEFAULTS),
-        consumer={k: v for k, v in admin.items() if k in KafkaConsumer.DEFAULT_CONFIG},
+        consumer={k: v for k, v in consumer.items() if k in KafkaConsumer.DEFAULT_CONFIG},
         librdkafka=confluent_config(log))
+
+
+def with_metadata_backoff(client: Any, config: Mapping[str, Any]) -> Any:
+    """`client` (a kafka-python producer or consumer just started), its topics' metadata asked
+    for after the client's own `retry_backoff_ms`. Why: kafka-python 3.0 (kafka/net/manager.py,
+    up to its main branch of 2026-11) builds a client's metadata without that setting, so the
+    first metadata of a topic, asked for right after the bootstrap's, waits the default 100 ms:
+    on Apache Kafka three such waits a logged model (the control records' consumer, the
+    producer's data topic and its control topic), about 0.2 s (benchmarks/NOTES-cost-breakdown.md).
+    kafka-python 2.x hands the setting over itself; a client without the attribute is left
+    as it is."""
+    metadata = getattr(client, "_metadata", None) or getattr(client, "_cluster", None)
+    settings = getattr(metadata, "config", None)
+    if isinstance(settings, dict) and "retry_backoff_ms" in settings and "retry_backoff_ms" in config:
+        settings["retry_backoff_ms"] = config["retry_backoff_ms"]
+    return client

@@ -132,8 +132,9 @@ def _cause_of(exc: BaseException, log_lines: Iterable[str] = ()) -> Cause:
         return Cause("authentication failed: the broker rejected the credentials",
                      "sasl.mechanism, sasl.plain.username and sasl.plain.password in the "
                      "profile's kafka_properties")
-    if "ssl" in lowered and ("handshake" in lowered or "wrong_version_number" in lowered
-                             or "sslerror" in lowered or "eof occurred" in lowered):
+    if ("ssl" in lowered or "tls handshake" in lowered) and (
+            "handshake" in lowered or "wrong_version_number" in lowered
+            or "sslerror" in lowered or "eof occurred" in lowered):
         return Cause("TLS failed: the TLS handshake with the broker did not complete (is the "
                      "listener TLS, and does it speak the protocol configured?)",
                      "security.protocol and the port in kafka.bootstrap.servers")

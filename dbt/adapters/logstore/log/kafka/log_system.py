@@ -15,7 +15,7 @@ from dbt.adapters.logstore.log.kafka.errors import (
     bridge_kafka_logs, describe, kafka_failure,
 )
 from dbt.adapters.logstore.log.kafka.reading import KafkaLogReader, Offsets, partition_offsets
-from dbt.adapters.logstore.log.kafka.retrying import closing, retriable, with_retries
+from dbt.adapters.logstore.log.kafka.retrying import closing, retriable, start_client, with_retries
 from dbt.adapters.logstore.log.lifecycle.retention import creation_settings
 from dbt.adapters.logstore.config.log_config import LogConfig, LogConfigError, control_topic_for
 from dbt.adapters.logstore.log.log_system import LogReader, LogState, LogSystem, LogWriter, ReaderError
@@ -44,7 +44,7 @@ def _with_admin(log: LogConfig, clients: KafkaClients, conversation: Callable[[A
     config = clients.admin
 
     def attempt() -> T:
-        admin = KafkaAdminClient(**config)
+        admin = start_client(KafkaAdminClient, config)
         try:
             return conversation(admin)
         finally:
@@ -294,7 +294,7 @@ def _fence(config: Dict[str, Any], transactional: str) -> None:
     """Abort the open transaction of `transactional` (a new epoch of it: init_transactions)."""
     from kafka import KafkaProducer
 
-    fence = KafkaProducer(transactional_id=transactional, **config)
+    fence = start_client(KafkaProducer, config, transactional_id=transactional)
     try:
         fence.init_transactions()
     finally:

@@ -9,7 +9,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from dbt.adapters.logstore import faults
 from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import kafka_failure, write_cause
-from dbt.adapters.logstore.log.kafka.retrying import closing, silence, with_retries
+from dbt.adapters.logstore.log.kafka.retrying import closing, silence, start_client, with_retries
 from dbt.adapters.logstore.log.kafka.writer import TransactionClock, partition_for
 from dbt.adapters.logstore.config.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log.log_system import LogWriteInterrupted, LogWriter, WriteResult
@@ -55,7 +55,7 @@ class KafkaLogWriter(LogWriter):
         self._producer = None
 
         def start() -> Any:
-            self._producer = KafkaProducer(**config)
+            self._producer = start_client(KafkaProducer, config)
             try:
                 if log.transactional:
                     self._producer.init_transactions()

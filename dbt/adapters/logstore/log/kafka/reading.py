@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from dbt.adapters.logstore.log.kafka.config import KafkaClients, resolve_clients
 from dbt.adapters.logstore.log.kafka.errors import kafka_failure
-from dbt.adapters.logstore.log.kafka.retrying import with_retries
+from dbt.adapters.logstore.log.kafka.retrying import start_client, with_retries
 from dbt.adapters.logstore.config.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log.log_system import LogFeed, LogReader, LogRecord, ReaderError
 
@@ -65,9 +65,8 @@ class KafkaLogReader(LogReader):
     def _consumer(self, isolation_level: str = "read_committed") -> Any:
         from kafka import KafkaConsumer
 
-        return KafkaConsumer(group_id=None, enable_auto_commit=False,
-                             isolation_level=isolation_level, auto_offset_reset="earliest",
-                             **self.config)
+        return start_client(KafkaConsumer, self.config, group_id=None, enable_auto_commit=False,
+                            isolation_level=isolation_level, auto_offset_reset="earliest")
 
     def _talk(self, conversation: Callable[[], Any], doing: str) -> Any:
         """One conversation (its own consumer), tried again while a node is down

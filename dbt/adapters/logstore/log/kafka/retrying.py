@@ -15,6 +15,7 @@ is final: kafka-python tried every listed server for bootstrap_timeout_ms.
 """
 from __future__ import annotations
 
+import threading
 import time
 from functools import lru_cache
 from typing import Any, Callable, List, Mapping, Optional, TypeVar
@@ -70,8 +71,7 @@ def with_retries(attempt: Callable[[], T], config: Mapping[str, Any], doing: str
     request_timeout_ms) has time left, after the client's backoff (retry_backoff_ms, doubled each try up to
     reconnect_backoff_max_ms). A last failure that was silence becomes "no broker answered"
     naming the servers tried (the error it followed is its cause); an answer is raised as is."""
-    window_s = (float(config.get("bootstrap_timeout_ms") or 30000)
-                + float(config.get("request_timeout_ms") or 30000)) / 1000
+    window_s = window_seconds(config)
     backoff_s = float(config.get("retry_backoff_ms") or 100) / 1000
     backoff_max_s = float(config.get("reconnect_backoff_max_ms") or 1000) / 1000
     started = clock()
@@ -99,6 +99,56 @@ def with_retries(attempt: Callable[[], T], config: Mapping[str, Any], doing: str
                           f"({type(exc).__name__}: {exc}); trying again in {backoff_s:.2f} s")
             sleep(backoff_s)
             backoff_s = min(backoff_s * 2, backoff_max_s)
+
+
+def window_seconds(config: Mapping[str, Any]) -> float:
+    """How long a conversation may wait for an answer: bootstrap_timeout_ms + request_timeout_ms."""
+    return (float(config.get("bootstrap_timeout_ms") or 30000)
+            + float(config.get("request_timeout_ms") or 30000)) / 1000
+
+
+def start_client(client_class: Any, config: Mapping[str, Any], **extra: Any) -> Any:
+    """A kafka-python client (`client_class(**config, **extra)`) started within the window, its
+    metadata's backoff the client's own (config.with_metadata_backoff). Why the bound: kafka-python
+    3.0.12 waits without end for a bootstrap whose connection never completes its TLS handshake
+    (a server that accepts connections and stays silent: a proxy or load balancer with nothing
+    behind it); its fix (upstream #3124, net.run's timeouts) is not released. The start runs in
+    a thread of its own; past the window the caller gets a KafkaTimeoutError (said as the TLS
+    handshake that did not complete, or as no broker answering), and a client that starts after
+    all is closed."""
+    from kafka.errors import KafkaTimeoutError
+
+    from dbt.adapters.logstore.log.kafka.config import with_metadata_backoff
+
+    window_s = window_seconds(config)
+    outcome: dict = {}
+    lock = threading.Lock()
+
+    def start() -> None:
+        try:
+            client = client_class(**config, **extra)
+        except BaseException as exc:  # handed to the caller
+            outcome["error"] = exc
+            return
+        with lock:
+            if outcome.get("abandoned"):
+                closing(client)
+            else:
+                outcome["client"] = client
+
+    thread = threading.Thread(target=start, name="dbt-logstore-kafka-start", daemon=True)
+    thread.start()
+    thread.join(window_s)
+    with lock:
+        if "client" in outcome:
+            return with_metadata_backoff(outcome["client"], config)
+        if "error" in outcome:
+            raise outcome["error"]
+        outcome["abandoned"] = True
+    tls = "SSL" in str(config.get("security_protocol") or "").upper()
+    raise KafkaTimeoutError(
+        f"a server accepted the connection and never completed the TLS handshake within {window_s:g} s"
+        if tls else f"a server accepted the connection and never answered within {window_s:g} s")
 
 
 def closing(client: Optional[Any]) -> None:

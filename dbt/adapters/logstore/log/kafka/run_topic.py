@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 from dbt.adapters.logstore.config.log_config import LogConfig, control_topic_for
 from dbt.adapters.logstore.log.kafka.config import KafkaClients
 from dbt.adapters.logstore.log.kafka.reading import KafkaLogReader
-from dbt.adapters.logstore.log.kafka.retrying import closing, with_retries
+from dbt.adapters.logstore.log.kafka.retrying import closing, start_client, with_retries
 from dbt.adapters.logstore.log.log_system import LogRecord
 from dbt.adapters.logstore.names import transactional_id
 
@@ -39,7 +39,7 @@ def write_record(clients: KafkaClients, topic: str, writer_id: str, key: bytes,
     config.update(enable_idempotence=True, transactional_id=transactional_id(writer_id))
 
     def attempt() -> None:
-        producer = KafkaProducer(**config)
+        producer = start_client(KafkaProducer, config)
         try:
             producer.init_transactions()
             producer.begin_transaction()
