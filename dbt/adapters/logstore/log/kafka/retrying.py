@@ -12,6 +12,9 @@ bootstrap_timeout_ms plus request_timeout_ms, so that a request that timed out o
 whose leader died (the cluster moves it after broker.session.timeout.ms, 9 s) is asked once more.
 Only then is the error "no broker answered", naming the servers tried. A bootstrap that failed
 is final: kafka-python tried every listed server for bootstrap_timeout_ms.
+
+Every client also starts here (`start_client`), within the same window: kafka-python 3.0.12's
+own bootstrap can wait without end.
 """
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ from functools import lru_cache
 from typing import Any, Callable, List, Mapping, Optional, TypeVar
 
 from dbt.adapters.events.logging import AdapterLogger
+
+from dbt.adapters.logstore.log.kafka.config import with_metadata_backoff
 
 T = TypeVar("T")
 _logger = AdapterLogger("logstore.kafka")
@@ -117,8 +122,6 @@ def start_client(client_class: Any, config: Mapping[str, Any], **extra: Any) -> 
     handshake that did not complete, or as no broker answering), and a client that starts after
     all is closed."""
     from kafka.errors import KafkaTimeoutError
-
-    from dbt.adapters.logstore.log.kafka.config import with_metadata_backoff
 
     window_s = window_seconds(config)
     outcome: dict = {}
