@@ -42,8 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from statistics import mean
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,18 +50,16 @@ if str(ROOT) not in sys.path:  # run by path: the benchmarks package beside this
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.harness import add_work_options, git_commit, machine, print_result, run_child  # noqa: E402
-from benchmarks.tables import DASH, text_table  # noqa: E402
 from benchmarks.dbt_log import invocations, run_record_seconds, statements  # noqa: E402,F401
+from benchmarks.models_results import (  # noqa: E402,F401
+    CASES, DOWNSTREAM, INCREMENTAL, KEYLESS, WARMUP, case_of, invocation_lines, invocation_summary,
+    markdown, run_record_summary, summarize, table,
+)
 
 RESULTS = HERE / "results-models.json"
 QUICK_RESULTS = HERE / "results-models-quick.json"
 PROJECT = "bench"
 VARIANTS = ("plain", "logged")
-CASES = ("first build", "rebuild", "rebuild, 2 logged inputs", "incremental merge", "keyless rebuild")
-INCREMENTAL = "incremental_merge"
-KEYLESS = "keyless"
-DOWNSTREAM = "downstream"  # ref()s m01 and m02: its confirmation names them (model_inputs.py)
-WARMUP = "warmup"
 
 LOG = ("**{'log.system': 'kafka', 'log.consistency': 'transactional', "
        "'kafka.topic': 'bench_models.' ~ var('method') ~ '.' ~ this.name}")
@@ -126,88 +123,6 @@ def profile(method: str, session_dir: str, servers: str, port: Optional[int],
     return "\n".join(lines) + "\n"
 
 
-def run_record_summary(runs: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
-    """Per method, the logged invocations' run-record seconds (mean, and each)."""
-    out: Dict[str, Any] = {}
-    for r in runs:
-        if r["variant"] == "logged" and r.get("run_record_s") is not None:
-            out.setdefault(r["method"], []).append(r["run_record_s"])
-    return {method: {"mean_s": mean(each), "each_s": each} for method, each in out.items()}
-
-
-# --- the ratio table ------------------------------------------------------------------------------
-
-
-def case_of(model: str, run: int) -> Optional[str]:
-    """A model's case in a run (0: the first build, 1.. rebuilds); None: not in the table."""
-    if model == INCREMENTAL:
-        return "incremental merge" if run > 0 else None
-    if model == KEYLESS:
-        return "keyless rebuild" if run > 0 else None
-    if model == DOWNSTREAM:
-        return "rebuild, 2 logged inputs" if run > 0 else None
-    if model == WARMUP:
-        return None
-    return "first build" if run == 0 else "rebuild"
-
-
-def summarize(runs: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Mean seconds and statements a model, plain and logged, and the ratios, per method and case
-    (`runs`: one per dbt invocation, {"method", "variant", "run", "nodes": {model: {...}}})."""
-    cells: Dict[tuple, Dict[str, List[float]]] = {}
-    for r in runs:
-        for model, node in r["nodes"].items():
-            case = case_of(model, r["run"])
-            if case is None:
-                continue
-            cell = cells.setdefault((r["method"], case, r["variant"]), {"seconds": [], "statements": []})
-            cell["seconds"].append(node["seconds"])
-            cell["statements"].append(node["statements"])
-    rows = []
-    methods = list(dict.fromkeys(r["method"] for r in runs))
-    for method in methods:
-        for case in CASES:
-            plain, logged = cells.get((method, case, "plain")), cells.get((method, case, "logged"))
-            if not plain or not logged:
-                continue
-            row: Dict[str, Any] = {"method": method, "case": case, "models": len(logged["seconds"])}
-            for variant, cell in (("plain", plain), ("logged", logged)):
-                row[f"{variant}_s"] = mean(cell["seconds"])
-                row[f"{variant}_statements"] = mean(cell["statements"])
-            row["added_s"] = row["logged_s"] - row["plain_s"]
-            row["ratio_s"] = row["logged_s"] / row["plain_s"] if row["plain_s"] else None
-            row["ratio_statements"] = (row["logged_statements"] / row["plain_statements"]
-                                       if row["plain_statements"] else None)
-            rows.append(row)
-    return rows
-
-
-def _f(value: Optional[float], digits: int = 2) -> str:
-    return DASH if value is None else f"{value:.{digits}f}"
-
-
-def _cells(row: Dict[str, Any]) -> List[str]:
-    return [row["method"], row["case"], str(row["models"]), _f(row["plain_s"]), _f(row["logged_s"]),
-            "+" + _f(row["added_s"]), _f(row["ratio_s"]), _f(row["plain_statements"], 1),
-            _f(row["logged_statements"], 1), _f(row["ratio_statements"])]
-
-
-HEADERS = ("method", "case", "models", "plain s", "logged s", "added s", "× s", "plain stmts",
-           "logged stmts", "× stmts")
-
-
-def table(rows: Sequence[Dict[str, Any]]) -> str:
-    """The ratio table, as the benchmark prints it: a row per method and case, a model's mean."""
-    return "\n".join(text_table(HEADERS, [_cells(r) for r in rows], left=2))
-
-
-def markdown(rows: Sequence[Dict[str, Any]]) -> str:
-    """The same table in Markdown (for docs/performance.md)."""
-    align = ["---", "---"] + ["---:"] * (len(HEADERS) - 2)
-    return "\n".join("| " + " | ".join(cells) + " |"
-                     for cells in (HEADERS, align, *(_cells(r) for r in rows)))
-
-
 # --- a method's process ---------------------------------------------------------------------------
 
 
@@ -255,9 +170,10 @@ def child_main(spec: Dict[str, Any]) -> None:
         for variant in order:
             started = time.monotonic()
             measured = dbt_run(spec, variant, run + 1, None, f"run{run}")
-            print(f"  {spec['method']} {variant} run {run}: {time.monotonic() - started:.0f} s", file=sys.stderr,
-                  flush=True)
-            runs.append({"method": spec["method"], "variant": variant, "run": run, **measured})
+            took = time.monotonic() - started
+            print(f"  {spec['method']} {variant} run {run}: {took:.0f} s", file=sys.stderr, flush=True)
+            runs.append({"method": spec["method"], "variant": variant, "run": run,
+                         "invocation_s": round(took, 2), **measured})
     print_result({"runs": runs})
 
 
@@ -385,13 +301,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                "broker": args.broker, "models": count, "rows": args.rows, "rebuilds": args.rebuilds,
                "methods": methods,
                "duration_s": round(time.monotonic() - began), "table": rows,
-               "run_record": run_record_summary(runs), "runs": runs, "failures": failures}
+               "run_record": run_record_summary(runs), "invocations": invocation_summary(runs),
+               "runs": runs, "failures": failures}
     results_path.write_text(json.dumps(summary, indent=1) + "\n")
     print("\nseconds and SQL statements a model (mean), plain dbt-spark and dbt-logstore logged:\n")
     print(table(rows))
     for method, written in summary["run_record"].items():  # once an invocation, after its models
         print(f"  {method}: the run record, once a logged invocation: {written['mean_s']:.3f} s (mean of "
               f"{len(written['each_s'])})")
+    for line in invocation_lines(summary["invocations"], count + 3):
+        print(line)
     print(f"\n{time.monotonic() - began:.0f} s; wrote {results_path}")
     return 1 if failures else 0
 

@@ -125,3 +125,14 @@ def test_the_downstream_models_rebuild_is_its_own_case():
     assert models.case_of(models.DOWNSTREAM, 0) is None
     assert models.case_of(models.DOWNSTREAM, 1) == "rebuild, 2 logged inputs"
     assert "ref('m01')" in models.models(3, 10)[models.DOWNSTREAM]
+
+
+def test_invocation_summary_gives_each_runs_whole_seconds_and_their_ratio():
+    from benchmarks.models import invocation_summary
+
+    runs = [{"method": "session", "variant": "plain", "run": 0, "invocation_s": 10.0},
+            {"method": "session", "variant": "logged", "run": 0, "invocation_s": 25.0},
+            {"method": "session", "variant": "logged", "run": 1, "invocation_s": 20.0},
+            {"method": "thrift", "variant": "plain", "run": 0}]  # an older result: no seconds
+    assert invocation_summary(runs) == {
+        "session": {"0": {"plain": 10.0, "logged": 25.0, "ratio": 2.5}, "1": {"logged": 20.0}}}
