@@ -93,7 +93,7 @@ def with_retries(attempt: Callable[[], T], config: Mapping[str, Any], doing: str
             # leader twice in one try, past the window: a fresh client is asked once more.
             timed_out_once = tries == 1 and type(exc).__name__ == "KafkaTimeoutError"
             if spent + backoff_s >= window_s and not timed_out_once:
-                if tries == 1 or type(exc).__name__ not in _SILENCE:
+                if tries == 1 or not silence(exc):
                     raise  # one try took the whole window, or a node answered: its own words
                 servers = ", ".join(servers_of(config))
                 raise no_broker_answered()(
